@@ -1,0 +1,85 @@
+"""SQL state: the operator audit trail and the searchable index of failed handler attempts.
+
+Queue state lives in Redis only; nothing here is a copy of it that could drift, except
+the failure index, which is an append-only log ingested from ``{S}:failures``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class AuditEvent(models.Model):
+    """One operator action, successful or refused. Rows are never updated or deleted."""
+
+    class Result(models.TextChoices):
+        OK = "ok", "ok"
+        REFUSED = "refused", "refused"
+        ERROR = "error", "error"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    username = models.CharField(max_length=150, db_index=True)
+    action = models.CharField(max_length=40, db_index=True)
+    stream = models.CharField(max_length=1024, db_index=True)
+    group = models.CharField(max_length=1024, blank=True)
+    entry_ids = models.JSONField(default=list)
+    reason = models.TextField(blank=True)
+    result = models.CharField(max_length=10, choices=Result.choices)
+    detail = models.TextField(blank=True)
+    state_before = models.JSONField(default=dict)
+    new_ids = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        # The permission per action lives here; "view_queues" is the read-only role.
+        permissions = [
+            ("view_queues", "Can view streams, groups, entries and failures"),
+            ("retry_entry", "Can retry pending entries"),
+            ("claim_entry", "Can claim pending entries"),
+            ("dead_letter_entry", "Can dead-letter pending entries"),
+            ("acknowledge_entry", "Can acknowledge (discard) pending entries"),
+            ("replay_entry", "Can replay dead-lettered entries"),
+            ("delete_dead_letter", "Can delete and purge dead-lettered entries"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.result}"
+
+
+class FailureRecord(models.Model):
+    """One failed handler attempt, ingested from a ``{S}:failures`` stream.
+
+    ``(failures_key, source_id)`` is unique, which makes ingestion idempotent on redelivery.
+    """
+
+    failures_key = models.CharField(max_length=1100)
+    source_id = models.CharField(max_length=41)
+    stream = models.CharField(max_length=1024)
+    group = models.CharField(max_length=1024)
+    entry_id = models.CharField(max_length=41)
+    consumer = models.CharField(max_length=255)
+    attempt = models.PositiveIntegerField()
+    error_type = models.CharField(max_length=255)
+    message = models.TextField()
+    traceback = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True)
+    failed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-failed_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["failures_key", "source_id"], name="failure_unique_src")
+        ]
+        indexes = [
+            models.Index(fields=["stream", "entry_id"], name="failure_entry"),
+            models.Index(fields=["stream", "group", "failed_at"], name="failure_group_time"),
+            models.Index(fields=["error_type", "failed_at"], name="failure_type_time"),
+            models.Index(fields=["failed_at"], name="failure_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream} {self.entry_id} #{self.attempt} {self.error_type}"

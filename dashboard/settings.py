@@ -1,0 +1,200 @@
+"""Django settings for Ackboard, read from the environment.
+
+Production is the default: DEBUG is off and ``DJANGO_SECRET_KEY`` is required. The
+``demo`` command (manage.py sets ``ACKBOARD_DEMO``) gets embedded defaults instead, so
+a newcomer with only Python and uv can run the product.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+import django
+from django.core.exceptions import ImproperlyConfigured
+
+from queue_core.connection import redis_url
+from queue_core.keys import parse_allowlist
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _list(name: str, default: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
+DEBUG = _flag("DJANGO_DEBUG")
+DEMO = _flag("ACKBOARD_DEMO")
+#: Local state for the demo and for development: SQLite file, generated secret key.
+ACKBOARD_HOME = Path(os.environ.get("ACKBOARD_HOME", BASE_DIR / ".ackboard"))
+
+
+def _secret_key() -> str:
+    key = os.environ.get("DJANGO_SECRET_KEY")
+    if key:
+        return key
+    if not (DEBUG or DEMO):
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off. Set it to a long random "
+            "string, or run the demo: uv run python manage.py demo"
+        )
+    # Development and demo only: a key kept in the local state dir, so logins survive restarts.
+    path = ACKBOARD_HOME / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = _list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = _list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "dashboard",
+]
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("django_htmx"), "template_partials")
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.middleware.RedisErrorMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+ASGI_APPLICATION = "dashboard.asgi.application"
+
+_builtins = ["django.templatetags.static"]
+if django.VERSION < (6, 0):
+    # Django 6 has {% partialdef %} built in; on 5.2 the package provides the same tag.
+    _builtins.append("template_partials.templatetags.partials")
+
+TEMPLATES: list[dict[str, Any]] = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+            "builtins": _builtins,
+        },
+    }
+]
+if django.VERSION < (6, 0):
+    # template_partials wraps the loaders itself when this is set.
+    TEMPLATES[0]["OPTIONS"]["debug"] = DEBUG
+
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{ACKBOARD_HOME / 'db.sqlite3'}", conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# Serve app static files without a collectstatic step (demo, tests, small deployments).
+WHITENOISE_USE_FINDERS = True
+
+# --- Ackboard ---------------------------------------------------------------------------
+ACKBOARD_REDIS_URL = redis_url()
+#: Allowlist of stream name glob patterns the dashboard may see (comma-separated).
+ACKBOARD_STREAMS = parse_allowlist(os.environ.get("ACKBOARD_STREAMS"))
+#: Every dashboard Redis command gives up after this many seconds: an error banner, not a hang.
+ACKBOARD_REDIS_TIMEOUT = float(os.environ.get("ACKBOARD_REDIS_TIMEOUT", "2.0"))
+#: Payload fields whose names match this (case-insensitive) regex are redacted.
+ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|secret|token|key")
+#: Most stream keys discovered by SCAN for the overview.
+ACKBOARD_MAX_STREAMS = int(os.environ.get("ACKBOARD_MAX_STREAMS", "1000"))
+#: Most entries one bulk request may touch.
+ACKBOARD_BULK_CAP = int(os.environ.get("ACKBOARD_BULK_CAP", "1000"))
+#: Idle time given to an entry by Retry, so a worker's reclaim sweep takes it. Keep it at
+#: or above the workers' --min-idle-ms.
+ACKBOARD_RETRY_IDLE_MS = int(os.environ.get("ACKBOARD_RETRY_IDLE_MS", "30000"))
+#: Consumer name used by Claim when the operator does not pick one.
+ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackboard-operator")
+#: Days of failure history kept in SQL by ``prune_failures``.
+ACKBOARD_FAILURE_RETENTION_DAYS = int(os.environ.get("ACKBOARD_FAILURE_RETENTION_DAYS", "30"))
+#: Seconds between the live broadcaster's polls of open streams.
+ACKBOARD_LIVE_TICK = float(os.environ.get("ACKBOARD_LIVE_TICK", "1.0"))
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [ACKBOARD_REDIS_URL], "prefix": "ackboard:channels:"},
+    }
+}
+
+# --- security ---------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+_https = not (DEBUG or DEMO) and _flag("DJANGO_HTTPS", True)
+SESSION_COOKIE_SECURE = _https
+CSRF_COOKIE_SECURE = _https
+SECURE_SSL_REDIRECT = _https and _flag("DJANGO_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000" if _https else "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _https
+SECURE_HSTS_PRELOAD = _https
+if _flag("DJANGO_BEHIND_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("ACKBOARD_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env python
+"""Django's command-line utility for administrative tasks."""
+
+import os
+import sys
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    if sys.argv[1:2] == ["demo"]:
+        # The demo runs with embedded defaults on a fresh machine (see settings.py).
+        os.environ.setdefault("ACKBOARD_DEMO", "1")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    main()

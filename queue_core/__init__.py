@@ -1,0 +1,9 @@
+"""Ackboard's queue core: the ack contract for Redis Streams consumer groups.
+
+The worker, the reads (selectors) and the writes (services) that the dashboard uses.
+This package never imports Django; workers need no database.
+"""
+
+from queue_core.types import ActionRefused, Job, PermanentFailure, UnparseableEntry
+
+__all__ = ["ActionRefused", "Job", "PermanentFailure", "UnparseableEntry"]

@@ -1,0 +1,52 @@
+-- Move one pending entry to the dead-letter stream and acknowledge it, in one atomic step:
+-- it is never in both places and never in neither. Doing it twice leaves one copy.
+--
+-- KEYS[1] - the stream
+-- KEYS[2] - its dead-letter stream (same cluster slot, see queue_core.keys)
+-- ARGV[1] - consumer group
+-- ARGV[2] - entry id
+-- ARGV[3] - reason
+-- ARGV[4] - last handler error ('' when none)
+-- ARGV[5] - operator who asked ('' when a worker moves it)
+-- ARGV[6] - the consumer that must own the entry ('' for any owner)
+-- returns {dlq_id, owner, deliveries, payload_missing} on success,
+--         {false, 'not-pending'} when the entry is not pending in the group,
+--         {false, 'owner-changed', owner} when ARGV[6] is set and another consumer owns it
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #pending == 0 then
+  return {false, 'not-pending'}
+end
+local owner = pending[1][2]
+local deliveries = pending[1][4]
+if ARGV[6] ~= '' and ARGV[6] ~= owner then
+  return {false, 'owner-changed', owner}
+end
+
+local args = {}
+local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+local missing = 1
+if #entry == 1 and entry[1][2] then
+  missing = 0
+  for _, value in ipairs(entry[1][2]) do
+    args[#args + 1] = value
+  end
+end
+local now = redis.call('TIME')
+local meta = {
+  'ackboard.origin-stream', KEYS[1],
+  'ackboard.origin-group', ARGV[1],
+  'ackboard.origin-id', ARGV[2],
+  'ackboard.consumer', owner,
+  'ackboard.deliveries', tostring(deliveries),
+  'ackboard.last-error', ARGV[4],
+  'ackboard.reason', ARGV[3],
+  'ackboard.operator', ARGV[5],
+  'ackboard.dead-lettered-at', tostring(now[1] * 1000 + math.floor(now[2] / 1000)),
+  'ackboard.payload-missing', tostring(missing),
+}
+for _, value in ipairs(meta) do
+  args[#args + 1] = value
+end
+local dlq_id = redis.call('XADD', KEYS[2], '*', unpack(args))
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+return {dlq_id, owner, deliveries, missing}

@@ -35,7 +35,7 @@ def make_pending(
         reply = r.xreadgroup(group, consumer, {stream: ">"}, count=1000)
         if not reply or not reply[0][1]:
             break
-        delivered.update(i.decode() for i, _ in reply[0][1])
+        delivered.update(entry[0].decode() for entry in reply[0][1])
     missing = set(ids) - delivered
     if missing:
         raise AssertionError(f"{len(missing)} entries were not delivered to {consumer}")

@@ -1,0 +1,1 @@
+"""Views, one module per area: pages (reads), actions (writes), failures, audit, ops."""

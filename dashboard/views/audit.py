@@ -1,0 +1,118 @@
+"""The Audit page (filter, page) and its CSV export. Read-only: never writes a row."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard.audit import AuditFilter, audit_list
+from dashboard.models import AuditEvent
+from dashboard.permissions import ACTION_PERMISSIONS, queues_view_required
+
+PAGE_SIZE = 50
+#: Spreadsheet apps run a cell that starts with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CSV_COLUMNS = (
+    "time",
+    "user",
+    "action",
+    "stream",
+    "group",
+    "ids",
+    "reason",
+    "result",
+    "detail",
+    "new_ids",
+    "state_before",
+)
+
+
+def _filters(request: HttpRequest) -> AuditFilter:
+    def get(name: str) -> str:
+        return request.GET.get(name, "").strip()[:1024]
+
+    return AuditFilter(
+        user=get("user"), action=get("action"), stream=get("stream"), result=get("result")
+    )
+
+
+def _action_choices() -> list[str]:
+    singles = list(ACTION_PERMISSIONS)
+    return singles + [f"bulk-{a}" for a in ("retry", "claim", "dead-letter", "acknowledge")]
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+def audit_page(request: HttpRequest) -> HttpResponse:
+    filters = _filters(request)
+    page = Paginator(audit_list(filters=filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context: dict[str, Any] = {
+        "page_obj": page,
+        "filters": filters,
+        "actions": _action_choices(),
+        "results": [r.value for r in AuditEvent.Result],
+        "query": query.urlencode(),
+    }
+    template = "dashboard/audit.html"
+    if getattr(request, "htmx", False):
+        template += "#audit-table"
+    return render(request, template, context)
+
+
+def csv_cell(value: object) -> str:
+    """``value`` as CSV text that a spreadsheet shows as text and never runs as a formula."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+class _Echo:
+    """A file-like object whose write returns the line, for streaming csv.writer output."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_rows(events: Iterator[AuditEvent]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CSV_COLUMNS)
+    for e in events:
+        row = (
+            e.created_at.isoformat(),
+            e.username,
+            e.action,
+            e.stream,
+            e.group,
+            " ".join(e.entry_ids),
+            e.reason,
+            e.result,
+            e.detail,
+            " ".join(e.new_ids),
+            json.dumps(e.state_before, sort_keys=True, default=str),
+        )
+        yield writer.writerow([csv_cell(v) for v in row])
+
+
+@require_GET
+@never_cache
+@queues_view_required
+def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """Every row matching the page's filters, streamed (constant memory for large exports)."""
+    events = audit_list(filters=_filters(request)).iterator(chunk_size=500)
+    response = StreamingHttpResponse(_csv_rows(events), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="ackboard-audit-{stamp}.csv"'
+    return response

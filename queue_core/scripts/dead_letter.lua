@@ -9,9 +9,12 @@
 -- ARGV[4] - last handler error ('' when none)
 -- ARGV[5] - operator who asked ('' when a worker moves it)
 -- ARGV[6] - the consumer that must own the entry ('' for any owner)
+-- ARGV[7] - optional: the idle time the entry must have reached, in ms ('' or absent for
+--           no guard); an operator's "changed since you looked" check
 -- returns {dlq_id, owner, deliveries, payload_missing} on success,
 --         {false, 'not-pending'} when the entry is not pending in the group,
---         {false, 'owner-changed', owner} when ARGV[6] is set and another consumer owns it
+--         {false, 'owner-changed', owner} when ARGV[6] is set and another consumer owns it,
+--         {false, 'idle-changed', idle} when ARGV[7] is set and the entry is idle less
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #pending == 0 then
   return {false, 'not-pending'}
@@ -20,6 +23,9 @@ local owner = pending[1][2]
 local deliveries = pending[1][4]
 if ARGV[6] ~= '' and ARGV[6] ~= owner then
   return {false, 'owner-changed', owner}
+end
+if ARGV[7] and ARGV[7] ~= '' and pending[1][3] < tonumber(ARGV[7]) then
+  return {false, 'idle-changed', pending[1][3]}
 end
 
 local args = {}

@@ -1,8 +1,35 @@
+"""The dead-letter stream against real Redis: the move, replay, delete and purge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
 import redis
 
-from queue_core.keys import stream_keys
-from queue_core.services import entry_dead_letter
-from tests.factories import make_pending
+from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
+from queue_core.services import dlq_delete, dlq_purge, dlq_replay, entry_dead_letter
+from queue_core.types import ActionRefused
+from tests.factories import add_entries, make_group, make_pending
+
+
+def dead_letter_one(r: redis.Redis, stream: str, group: str = "g") -> tuple[str, str]:
+    """A pending entry of ``group`` moved to the DLQ: (origin id, dlq id)."""
+    [entry_id] = make_pending(r, stream, group, "c1", 1)
+    moved = entry_dead_letter(client=r, stream=stream, group=group, entry_id=entry_id, reason="x")
+    assert moved is not None
+    return entry_id, moved.dlq_id
+
+
+def read_new(r: redis.Redis, stream: str, group: str) -> list[tuple[str, dict[bytes, bytes]]]:
+    reply: Any = r.xreadgroup(group, group + "-worker", {stream: ">"}, count=100)
+    return [(i.decode(), f) for i, f in reply[0][1]] if reply else []
+
+
+def handled_by(group: str, fields: dict[bytes, bytes]) -> bool:
+    """What a worker of ``group`` does with an entry: run it, or ack a replay meant for another."""
+    target = fields.get(REPLAY_GROUP_FIELD.encode())
+    return target is None or target == group.encode()
 
 
 class EntryDeadLetterTests:
@@ -33,4 +60,146 @@ class EntryDeadLetterTests:
             client=r, stream=stream, group="g", entry_id=entry_id, reason="x"
         )
         assert first is not None and second is None
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+
+class DlqReplayTests:
+    def test_adds_original_fields_for_origin_group_and_removes_from_dlq(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        origin_id, dlq_id = dead_letter_one(r, stream)
+        replayed = dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        assert replayed.group == "g" and replayed.origin_id == origin_id
+        assert replayed.dlq_id == dlq_id and replayed.new_id != origin_id
+        assert r.xlen(stream_keys(stream).dlq) == 0
+        [(new_id, fields)] = r.xrange(stream, replayed.new_id, replayed.new_id)
+        assert fields == {
+            b"n": b"0",
+            b"payload": b'{"n": 0}',
+            REPLAY_GROUP_FIELD.encode(): b"g",
+            REPLAY_OF_FIELD.encode(): origin_id.encode(),
+        }
+
+    def test_runs_once_in_the_right_group_on_a_two_group_stream(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        make_group(r, stream, "billing")
+        make_group(r, stream, "emails")
+        add_entries(r, stream, 1)
+        # Both groups handle the original; billing fails it until it is dead-lettered.
+        [(origin_id, _)] = read_new(r, stream, "billing")
+        [(emails_id, _)] = read_new(r, stream, "emails")
+        r.xack(stream, "emails", emails_id)  # emails handled the original once, successfully
+        moved = entry_dead_letter(
+            client=r, stream=stream, group="billing", entry_id=origin_id, reason="poison"
+        )
+        assert moved is not None
+        replayed = dlq_replay(client=r, stream=stream, dlq_id=moved.dlq_id)
+
+        runs = {}
+        for group in ("billing", "emails"):
+            [(entry_id, fields)] = read_new(r, stream, group)
+            assert entry_id == replayed.new_id
+            runs[group] = handled_by(group, fields)
+            r.xack(stream, group, entry_id)  # both ack: one after running, one without
+        assert runs == {"billing": True, "emails": False}
+        assert r.xpending(stream, "billing")["pending"] == 0
+        assert r.xpending(stream, "emails")["pending"] == 0
+
+    def test_replay_of_a_replay_keeps_one_target_field(self, r: redis.Redis, stream: str) -> None:
+        _, dlq_id = dead_letter_one(r, stream)
+        first = dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        [(entry_id, _)] = read_new(r, stream, "g")
+        moved = entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="x")
+        second = dlq_replay(client=r, stream=stream, dlq_id=moved.dlq_id)
+        [(_, fields)] = r.xrange(stream, second.new_id, second.new_id)
+        assert fields[REPLAY_OF_FIELD.encode()] == first.new_id.encode()
+        assert list(fields).count(REPLAY_GROUP_FIELD.encode()) == 1
+
+    def test_twice_is_refused_and_adds_one_entry(self, r: redis.Redis, stream: str) -> None:
+        _, dlq_id = dead_letter_one(r, stream)
+        dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        with pytest.raises(ActionRefused, match="does not exist"):
+            dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        assert r.xlen(stream) == 2  # the original and one replay
+
+    def test_payload_missing_entry_is_refused_and_kept(self, r: redis.Redis, stream: str) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        r.xdel(stream, entry_id)
+        moved = entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="x")
+        with pytest.raises(ActionRefused, match="no payload"):
+            dlq_replay(client=r, stream=stream, dlq_id=moved.dlq_id)
+        assert r.xlen(stream_keys(stream).dlq) == 1
+        assert r.xlen(stream) == 0
+
+    def test_deleted_group_is_refused_and_kept(self, r: redis.Redis, stream: str) -> None:
+        _, dlq_id = dead_letter_one(r, stream)
+        r.xgroup_destroy(stream, "g")
+        with pytest.raises(ActionRefused, match="no longer exists"):
+            dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+    def test_unknown_and_malformed_ids(self, r: redis.Redis, stream: str) -> None:
+        dead_letter_one(r, stream)
+        with pytest.raises(ActionRefused, match="does not exist"):
+            dlq_replay(client=r, stream=stream, dlq_id="1-0")
+        with pytest.raises(ValueError, match="not a stream id"):
+            dlq_replay(client=r, stream=stream, dlq_id="1-0; DEL x")
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+
+class DlqDeleteTests:
+    def test_deletes_one_and_reports_its_origin(self, r: redis.Redis, stream: str) -> None:
+        origin_id, dlq_id = dead_letter_one(r, stream)
+        _, other = dead_letter_one(r, stream)
+        result = dlq_delete(client=r, stream=stream, dlq_id=dlq_id)
+        assert result.deleted and result.origin_group == "g" and result.origin_id == origin_id
+        assert [i.decode() for i, _ in r.xrange(stream_keys(stream).dlq)] == [other]
+
+    def test_twice_reports_nothing_deleted(self, r: redis.Redis, stream: str) -> None:
+        _, dlq_id = dead_letter_one(r, stream)
+        dlq_delete(client=r, stream=stream, dlq_id=dlq_id)
+        again = dlq_delete(client=r, stream=stream, dlq_id=dlq_id)
+        assert not again.deleted and again.origin_id == ""
+
+    def test_malformed_id_is_a_value_error(self, r: redis.Redis, stream: str) -> None:
+        dead_letter_one(r, stream)
+        with pytest.raises(ValueError):
+            dlq_delete(client=r, stream=stream, dlq_id="-")
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+
+class DlqPurgeTests:
+    def test_empties_the_dlq_when_unchanged(self, r: redis.Redis, stream: str) -> None:
+        dead_letter_one(r, stream)
+        _, newest = dead_letter_one(r, stream)
+        result = dlq_purge(client=r, stream=stream, expected_length=2, newest_id=newest)
+        assert result.deleted == 2
+        assert r.exists(stream_keys(stream).dlq) == 0
+        assert r.xlen(stream) == 2  # the stream itself is untouched
+
+    def test_refuses_when_something_arrived_since(self, r: redis.Redis, stream: str) -> None:
+        _, newest = dead_letter_one(r, stream)
+        dead_letter_one(r, stream)  # dead-lettered after the operator looked
+        with pytest.raises(ActionRefused, match="^changed since you looked.*2 entries"):
+            dlq_purge(client=r, stream=stream, expected_length=1, newest_id=newest)
+        assert r.xlen(stream_keys(stream).dlq) == 2
+
+    def test_same_length_but_different_newest_is_refused(self, r: redis.Redis, stream: str) -> None:
+        first_origin, first = dead_letter_one(r, stream)
+        dlq_delete(client=r, stream=stream, dlq_id=first)
+        dead_letter_one(r, stream)
+        with pytest.raises(ActionRefused, match="changed since you looked"):
+            dlq_purge(client=r, stream=stream, expected_length=1, newest_id=first)
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+    def test_empty_dlq_purges_nothing(self, r: redis.Redis, stream: str) -> None:
+        result = dlq_purge(client=r, stream=stream, expected_length=0)
+        assert result.deleted == 0
+
+    @pytest.mark.parametrize("length", [-1, True])
+    def test_bad_expected_length(self, r: redis.Redis, stream: str, length: int) -> None:
+        dead_letter_one(r, stream)
+        with pytest.raises(ValueError):
+            dlq_purge(client=r, stream=stream, expected_length=length)
         assert r.xlen(stream_keys(stream).dlq) == 1

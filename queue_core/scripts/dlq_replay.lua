@@ -1,0 +1,70 @@
+-- Put one dead-lettered entry back on its stream for its original group only, and remove
+-- it from the dead-letter stream, in one atomic step. The new entry carries its original
+-- fields (without Ackboard's metadata) plus a target-group field and the origin id;
+-- workers of other groups acknowledge it without running their handler.
+--
+-- KEYS[1] - the stream
+-- KEYS[2] - its dead-letter stream (same cluster slot, see queue_core.keys)
+-- ARGV[1] - the dead-letter entry id
+-- ARGV[2] - the reserved field prefix ('ackboard.'); such fields are not copied back
+-- ARGV[3] - the target-group field name (queue_core.keys.REPLAY_GROUP_FIELD)
+-- ARGV[4] - the origin-id field name (queue_core.keys.REPLAY_OF_FIELD)
+-- returns {new_id, group, origin_id} on success,
+--         {false, 'not-found'} when the dead-letter entry does not exist,
+--         {false, 'wrong-stream', origin_stream} when it came from another stream,
+--         {false, 'no-origin'} when it has no origin group or id,
+--         {false, 'payload-missing'} when its original fields were lost before it
+--           was dead-lettered, so there is nothing to replay,
+--         {false, 'no-group', group} when the origin group no longer exists on the stream
+local found = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
+if #found == 0 then
+  return {false, 'not-found'}
+end
+local fields = found[1][2]
+local prefix = ARGV[2]
+local meta = {}
+local payload = {}
+for i = 1, #fields, 2 do
+  local name = fields[i]
+  if string.sub(name, 1, #prefix) == prefix then
+    meta[name] = fields[i + 1]
+  else
+    payload[#payload + 1] = name
+    payload[#payload + 1] = fields[i + 1]
+  end
+end
+local origin_stream = meta[prefix .. 'origin-stream']
+if origin_stream and origin_stream ~= KEYS[1] then
+  return {false, 'wrong-stream', origin_stream}
+end
+local group = meta[prefix .. 'origin-group']
+local origin_id = meta[prefix .. 'origin-id']
+if not group or group == '' or not origin_id or origin_id == '' then
+  return {false, 'no-origin'}
+end
+if meta[prefix .. 'payload-missing'] == '1' or #payload == 0 then
+  return {false, 'payload-missing'}
+end
+-- O(groups): replaying into a group that is gone would leave an entry nobody handles.
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+if groups.err then
+  return {false, 'no-group', group}
+end
+local exists = false
+for _, info in ipairs(groups) do
+  for j = 1, #info, 2 do
+    if info[j] == 'name' and info[j + 1] == group then
+      exists = true
+    end
+  end
+end
+if not exists then
+  return {false, 'no-group', group}
+end
+payload[#payload + 1] = ARGV[3]
+payload[#payload + 1] = group
+payload[#payload + 1] = ARGV[4]
+payload[#payload + 1] = origin_id
+local new_id = redis.call('XADD', KEYS[1], '*', unpack(payload))
+redis.call('XDEL', KEYS[2], ARGV[1])
+return {new_id, group, origin_id}

@@ -1,10 +1,28 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (see routing.py)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (see routing.py).
+
+Sockets pass ``AllowedHostsOriginValidator`` (the Origin header must be an allowed host)
+and ``AuthMiddlewareStack`` (the Django session); consumers then check permissions.
+"""
 
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+# Django must be set up before anything imports models (consumers, routing).
 django_asgi_app = get_asgi_application()
 
-application = django_asgi_app
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from dashboard import routing  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns))
+        ),
+    }
+)

@@ -1,0 +1,574 @@
+"""The live-update broadcaster: one per web process, shared by every open socket.
+
+It owns what the browser sees change without a reload. It tracks which surfaces
+(overview, stream, group, entry pages) have at least one socket, and:
+
+- polls cheap stats for the streams of those surfaces only, on a tick
+  (``settings.ACKBOARD_LIVE_TICK``): one pipelined round trip of ``XINFO STREAM``,
+  ``XINFO GROUPS``, two ``XLEN`` (DLQ, failures) per stream and an ``XPENDING`` summary
+  per open group, all O(1) or O(groups);
+- wakes at once on new entries (one blocking ``XREAD`` over the open streams, from the
+  last ids it polled) and on ``failure`` / ``dead_letter`` / ``action`` events published
+  on ``queue_core.keys.EVENTS_CHANNEL``;
+- re-renders a surface's partials only when its stats changed (or an event touched its
+  stream), once per surface and distinct permission set, never per socket, and pushes
+  only the partials whose HTML changed, to the surface's channels group.
+
+So Redis load grows with the number of *open streams*, never with the number of tabs.
+It never writes to Redis and never renders for one user: partials are rendered with a
+stand-in user that has only a permission set, and without a request, so no CSRF token
+or per-user state can leak into a shared push.
+
+Groups are per process (the name carries a random token) because each process renders
+for its own sockets; processes share change *events* through Redis pub/sub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import redis
+import redis.asyncio as aioredis
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth.context_processors import PermWrapper
+from django.db import close_old_connections
+from django.http import Http404
+from django.template.loader import render_to_string
+
+from dashboard.connection import get_redis
+from queue_core.keys import EVENTS_CHANNEL, CrossSlotName, allowed, companion_parent, stream_keys
+
+log = logging.getLogger("ackboard.live")
+
+#: Permission names (``dashboard.retry_entry``, …) a rendering is made for.
+Perms = frozenset[str]
+T = TypeVar("T")
+
+#: Event types that make the broadcaster re-render at once rather than on the next tick.
+REACT_TO = frozenset({"failure", "dead_letter", "action"})
+#: Partials of each surface kind: (template, partial names). Each partial's root element
+#: id equals its name, which is what the browser swaps.
+PARTIALS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "overview": ("dashboard/overview.html", ("stream-table",)),
+    "stream": ("dashboard/stream.html", ("stream-facts", "group-table", "entry-table")),
+    "group": ("dashboard/group.html", ("group-summary", "consumer-table", "pending-table")),
+    "entry": ("dashboard/entry.html", ("entry-state", "failure-history")),
+}
+#: Minimum gap between two poll+render cycles: an event or XADD storm costs at most
+#: ~10 cycles a second, whatever its rate.
+MIN_INTERVAL_S = 0.1
+#: After a wake, wait this long so a burst of events lands in one render.
+COALESCE_S = 0.02
+#: Idle times and ages are shown relative to now, so open surfaces are re-rendered this
+#: often even when their stats did not change (only partials whose HTML changed are sent).
+REFRESH_S = 15.0
+#: How often the overview re-discovers streams (SCAN, which is O(keyspace)).
+DISCOVER_S = 10.0
+_XINFO_STREAM_FIELDS = ("length", "last-generated-id", "entries-added", "max-deleted-entry-id")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Surface:
+    """One live page context. ``kind`` is overview, stream, group or entry."""
+
+    kind: str
+    stream: str = ""
+    group: str = ""
+    entry_id: str = ""
+
+
+class _PermsUser:
+    """Stands in for ``request.user`` when one rendering serves everyone with ``perms``."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, perms: Perms) -> None:
+        self._perms = perms
+
+    def has_perm(self, perm: str, obj: object = None) -> bool:
+        return perm in self._perms
+
+    def has_perms(self, perm_list: Iterable[str], obj: object = None) -> bool:
+        return all(p in self._perms for p in perm_list)
+
+    def has_module_perms(self, app_label: str) -> bool:
+        return any(p.startswith(app_label + ".") for p in self._perms)
+
+    def get_username(self) -> str:
+        return ""
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, comparable copy of a parsed Redis reply."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Exception):
+        return ("error", type(value).__name__)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    """The cheap stats of one stream, as comparable values (never shown to users)."""
+
+    stream: Any
+    groups: Any
+    dlq_len: Any
+    failures_len: Any
+    last_id: bytes | None
+
+
+def stats_poll(
+    *, client: redis.Redis, streams: Iterable[str], groups: Iterable[tuple[str, str]]
+) -> tuple[dict[str, StreamStats], dict[tuple[str, str], Any]]:
+    """Stats for ``streams`` and XPENDING summaries for ``groups``: one round trip.
+
+    Cost: 4 O(1)/O(groups) commands per stream plus 1 O(consumers) per group. Missing
+    keys and groups come back as comparable error markers, not exceptions.
+    """
+    streams = sorted(set(streams))
+    groups = sorted(set(groups))
+    pipe = client.pipeline(transaction=False)
+    for name in streams:
+        try:
+            keys = stream_keys(name)
+            dlq, failures = keys.dlq, keys.failures
+        except CrossSlotName:
+            dlq = failures = ""
+        pipe.xinfo_stream(name)
+        pipe.xinfo_groups(name)
+        # A cross-slot name has no companions; XLEN of "" is a harmless 0.
+        pipe.xlen(dlq)
+        pipe.xlen(failures)
+    for name, group in groups:
+        pipe.xpending(name, group)
+    replies = pipe.execute(raise_on_error=False)
+    for reply in replies:
+        if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
+            raise reply
+    stats: dict[str, StreamStats] = {}
+    for i, name in enumerate(streams):
+        info, groups_info, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
+        last_id = None
+        if isinstance(info, dict):
+            last_id = info.get("last-generated-id")
+            info = {k: info.get(k) for k in _XINFO_STREAM_FIELDS}
+        stats[name] = StreamStats(
+            stream=_freeze(info),
+            groups=_freeze(groups_info),
+            dlq_len=_freeze(dlq_len),
+            failures_len=_freeze(failures_len),
+            last_id=last_id if isinstance(last_id, bytes) else None,
+        )
+    offset = 4 * len(streams)
+    pending = {key: _freeze(replies[offset + j]) for j, key in enumerate(groups)}
+    return stats, pending
+
+
+def streams_discover(*, client: redis.Redis) -> tuple[str, ...]:
+    """Streams the overview may list (allowlist, no companions, capped). O(keyspace) SCAN."""
+    cap = settings.ACKBOARD_MAX_STREAMS
+    patterns = tuple(settings.ACKBOARD_STREAMS)
+    found: set[str] = set()
+    for pattern in patterns:
+        for raw in client.scan_iter(match=pattern, count=1000, _type="stream"):
+            name = raw.decode("utf-8", "surrogateescape")
+            if companion_parent(name) is None and allowed(name, patterns):
+                found.add(name)
+            if len(found) >= cap:
+                return tuple(sorted(found))
+    return tuple(sorted(found))
+
+
+def _signature(
+    surface: Surface,
+    stats: dict[str, StreamStats],
+    pending: dict[tuple[str, str], Any],
+    overview_streams: tuple[str, ...],
+) -> Any:
+    if surface.kind == "overview":
+        return tuple((name, stats.get(name)) for name in overview_streams)
+    s = stats.get(surface.stream)
+    if surface.kind == "entry":
+        # A new entry on the stream does not change an older entry's state.
+        return None if s is None else (s.groups, s.dlq_len, s.failures_len)
+    if surface.kind == "group":
+        return (s, pending.get((surface.stream, surface.group)))
+    return s
+
+
+def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
+    """The page context of a surface's default view (first page, no filters)."""
+    from dashboard.views import pages  # the pages module imports views machinery
+
+    if surface.kind == "overview":
+        return pages.overview_context(client=client)
+    if surface.kind == "stream":
+        return pages.stream_context(client=client, stream=surface.stream)
+    if surface.kind == "group":
+        return pages.group_context(client=client, stream=surface.stream, group=surface.group)
+    return pages.entry_context(client=client, stream=surface.stream, entry_id=surface.entry_id)
+
+
+def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -> dict[str, str]:
+    """Each partial of ``surface`` rendered for users with ``perms``: {partial name: html}."""
+    template, partials = PARTIALS[surface.kind]
+    user = _PermsUser(perms)
+    ctx = {**context, "user": user, "perms": PermWrapper(user), "live_push": True}
+    return {name: render_to_string(f"{template}#{name}", ctx) for name in partials}
+
+
+@dataclass
+class _Outcome:
+    signatures: dict[Surface, Any]
+    html: dict[tuple[Surface, Perms], dict[str, str]]
+    last_ids: dict[str, bytes]
+    overview_streams: tuple[str, ...] | None
+    polled: tuple[str, ...]
+
+
+@dataclass
+class LiveCounters:
+    """What the broadcaster did, for tests and benchmarks."""
+
+    cycles: int = 0
+    renders: int = 0
+    pushes: int = 0
+    events: int = 0
+    wakes_by_xread: int = 0
+
+
+@dataclass
+class Broadcaster:
+    """See the module docstring. Use ``get_broadcaster()``; never one per socket."""
+
+    token: str = field(default_factory=lambda: secrets.token_hex(4))
+    counters: LiveCounters = field(default_factory=LiveCounters)
+    #: The streams the last cycle polled (tests assert that closed pages are not polled).
+    polled: tuple[str, ...] = ()
+    _subs: Counter[tuple[Surface, Perms]] = field(default_factory=Counter)
+    _html: dict[tuple[Surface, Perms], dict[str, str]] = field(default_factory=dict)
+    _signatures: dict[Surface, Any] = field(default_factory=dict)
+    _forced: set[tuple[Surface, Perms]] = field(default_factory=set)
+    _dirty_streams: set[str] = field(default_factory=set)
+    _last_ids: dict[str, bytes] = field(default_factory=dict)
+    _overview_streams: tuple[str, ...] = ()
+    _discovered_at: float = 0.0
+    _refreshed_at: float = 0.0
+    _loop: asyncio.AbstractEventLoop | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _wake: asyncio.Event | None = None
+    _polled_event: asyncio.Event | None = None
+    _executor: ThreadPoolExecutor | None = None
+    _tick: float = 1.0
+    _url: str = ""
+
+    # --- sockets ----------------------------------------------------------------------
+
+    def group_name(self, surface: Surface, perms: Perms) -> str:
+        """The channels group of a surface and permission set, in this process."""
+        digest = hashlib.sha256(repr((surface, sorted(perms))).encode()).hexdigest()[:32]
+        return f"ackboard.live.{self.token}.{digest}"
+
+    def attach(self, surface: Surface, perms: Perms) -> str:
+        """Count a socket on ``surface``; return the last rendered HTML, if any."""
+        self._ensure_running()
+        key = (surface, perms)
+        self._subs[key] += 1
+        cached = self._html.get(key)
+        if cached is None:
+            self._forced.add(key)
+            self._poke()
+            return ""
+        return "".join(cached.values())
+
+    def detach(self, surface: Surface, perms: Perms) -> None:
+        key = (surface, perms)
+        self._subs[key] -= 1
+        if self._subs[key] <= 0:
+            del self._subs[key]
+            self._html.pop(key, None)
+            if not any(s == surface for s, _ in self._subs):
+                self._signatures.pop(surface, None)
+
+    def open_surfaces(self) -> set[Surface]:
+        return {s for s, _ in self._subs}
+
+    def sockets(self) -> int:
+        return sum(self._subs.values())
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def _ensure_running(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is loop and all(not t.done() for t in self._tasks):
+            return
+        if self._loop is not loop:
+            # A new event loop (a test's, or after a restart): state from the old one is
+            # meaningless there.
+            self._subs.clear()
+            self._html.clear()
+            self._signatures.clear()
+            self._forced.clear()
+            self._dirty_streams.clear()
+            self._last_ids.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._loop = loop
+        self._tick = float(settings.ACKBOARD_LIVE_TICK)
+        self._url = settings.ACKBOARD_REDIS_URL
+        self._wake = asyncio.Event()
+        self._polled_event = asyncio.Event()
+        if self._executor is None:
+            # One thread: renders run one at a time and keep one DB connection.
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="ackboard-live")
+        self._tasks = [
+            loop.create_task(self._run_cycles(), name="ackboard-live-cycles"),
+            loop.create_task(self._listen_events(), name="ackboard-live-events"),
+            loop.create_task(self._watch_entries(), name="ackboard-live-xread"),
+        ]
+        log.info("live broadcaster started (tick %.2fs, group token %s)", self._tick, self.token)
+
+    async def stop(self) -> None:
+        """Cancel the tasks (tests; the web process just exits)."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._loop = None
+        self._subs.clear()
+        self._html.clear()
+        self._signatures.clear()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # --- the cycle ----------------------------------------------------------------------
+
+    async def _run_cycles(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._wake is not None
+        next_tick = loop.time()
+        last_cycle = 0.0
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(0.0, next_tick - loop.time()))
+                await asyncio.sleep(COALESCE_S)
+            except TimeoutError:
+                next_tick = loop.time() + self._tick
+            gap = MIN_INTERVAL_S - (loop.time() - last_cycle)
+            if gap > 0:
+                await asyncio.sleep(gap)
+            self._wake.clear()
+            if not self._subs:
+                continue
+            last_cycle = loop.time()
+            try:
+                await self._cycle()
+            except redis.RedisError as exc:
+                log.warning("live poll failed, retrying next tick: %s", exc)
+            except Exception:
+                log.exception("live cycle failed")
+            finally:
+                if self._polled_event is not None:
+                    self._polled_event.set()
+                    self._polled_event = asyncio.Event()
+
+    async def _cycle(self) -> None:
+        keys = list(self._subs)
+        forced, self._forced = self._forced, set()
+        dirty, self._dirty_streams = self._dirty_streams, set()
+        now = time.monotonic()
+        if now - self._refreshed_at >= REFRESH_S:
+            self._refreshed_at = now
+            forced.update(keys)
+        discover = any(s.kind == "overview" for s, _ in keys) and (
+            now - self._discovered_at >= DISCOVER_S or not self._overview_streams
+        )
+        if discover:
+            self._discovered_at = now
+        outcome = await self._in_thread(
+            self._work, keys, dict(self._signatures), forced, dirty, discover
+        )
+        self.counters.cycles += 1
+        self.polled = outcome.polled
+        self._last_ids = outcome.last_ids
+        if outcome.overview_streams is not None:
+            self._overview_streams = outcome.overview_streams
+        for surface, sig in outcome.signatures.items():
+            if any(s == surface for s, _ in self._subs):
+                self._signatures[surface] = sig
+        layer = get_channel_layer()
+        assert layer is not None, "CHANNEL_LAYERS is not configured"
+        for key, partials in outcome.html.items():
+            if key not in self._subs:
+                continue  # every socket left while we rendered
+            old = self._html.get(key, {})
+            changed = [html for name, html in partials.items() if old.get(name) != html]
+            self._html[key] = partials
+            if changed:
+                self.counters.pushes += 1
+                message = {"type": "surface.update", "html": "".join(changed)}
+                await layer.group_send(self.group_name(*key), message)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _work(
+        self,
+        keys: list[tuple[Surface, Perms]],
+        old_signatures: dict[Surface, Any],
+        forced: set[tuple[Surface, Perms]],
+        dirty: set[str],
+        discover: bool,
+    ) -> _Outcome:
+        """Poll, compare, render: runs in the broadcaster's thread (sync Redis, templates)."""
+        close_old_connections()
+        client = get_redis()
+        surfaces = sorted({s for s, _ in keys})
+        overview_streams = streams_discover(client=client) if discover else None
+        shown = overview_streams if overview_streams is not None else self._overview_streams
+        has_overview = any(s.kind == "overview" for s in surfaces)
+        streams = {s.stream for s in surfaces if s.stream}
+        if has_overview:
+            streams.update(shown)
+        groups = {(s.stream, s.group) for s in surfaces if s.kind == "group"}
+        stats, pending = stats_poll(client=client, streams=streams, groups=groups)
+        signatures = {s: _signature(s, stats, pending, shown) for s in surfaces}
+        html: dict[tuple[Surface, Perms], dict[str, str]] = {}
+        for surface in surfaces:
+            wanted = [
+                perms
+                for s, perms in keys
+                if s == surface
+                and (
+                    (s, perms) in forced
+                    or signatures[s] != old_signatures.get(s)
+                    or s.stream in dirty
+                    or (s.kind == "overview" and (dirty or overview_streams is not None))
+                )
+            ]
+            if not wanted:
+                continue
+            try:
+                context = surface_context(surface=surface, client=client)
+            except Http404:
+                continue  # deleted or never existed; the page itself says so on reload
+            self.counters.renders += 1
+            for perms in wanted:
+                html[(surface, perms)] = surface_render(
+                    surface=surface, context=context, perms=perms
+                )
+        last_ids = {name: s.last_id for name, s in stats.items() if s.last_id is not None}
+        return _Outcome(signatures, html, last_ids, overview_streams, tuple(sorted(streams)))
+
+    # --- wake-ups -----------------------------------------------------------------------
+
+    def on_event(self, raw: bytes | str) -> None:
+        """A pub/sub event: re-render its stream's surfaces now if it is one we react to."""
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(event, dict) or event.get("type") not in REACT_TO:
+            return
+        stream = event.get("stream")
+        if not isinstance(stream, str):
+            return
+        # Every open surface of the stream, and the overview, which lists every stream.
+        if any(s.stream == stream or s.kind == "overview" for s in self.open_surfaces()):
+            self.counters.events += 1
+            self._dirty_streams.add(stream)
+            self._poke()
+
+    async def _listen_events(self) -> None:
+        backoff = 0.5
+        while True:
+            client = aioredis.Redis.from_url(self._url, socket_connect_timeout=2)
+            try:
+                async with client.pubsub() as pubsub:
+                    await pubsub.subscribe(EVENTS_CHANNEL)
+                    backoff = 0.5
+                    while True:
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=5.0
+                        )
+                        if message is not None and message.get("type") == "message":
+                            self.on_event(message["data"])
+            except redis.RedisError as exc:
+                log.warning("live events: %s; resubscribing in %.1fs", exc, backoff)
+            finally:
+                await client.aclose()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+    async def _watch_entries(self) -> None:
+        """Wake the cycle as soon as an open stream gets a new entry (blocking XREAD).
+
+        It reads from the last ids the cycle polled, so nothing added in between is
+        missed, and after a hit it waits for the next cycle: an XADD storm costs one
+        XREAD per cycle, not one per entry.
+        """
+        block_ms = max(100, int(self._tick * 1000))
+        client = aioredis.Redis.from_url(
+            self._url, socket_connect_timeout=2, socket_timeout=block_ms / 1000 + 5
+        )
+        try:
+            while True:
+                ids = dict(self._last_ids)
+                if not ids:
+                    await asyncio.sleep(self._tick)
+                    continue
+                try:
+                    reply: Any = await client.xread(ids, count=1, block=block_ms)  # type: ignore[arg-type]
+                except redis.RedisError as exc:
+                    log.warning("live xread: %s", exc)
+                    await asyncio.sleep(self._tick)
+                    continue
+                if not reply:
+                    continue
+                for name, _entries in reply:
+                    self._dirty_streams.add(name.decode("utf-8", "surrogateescape"))
+                self.counters.wakes_by_xread += 1
+                # Taken before yielding to the loop, so it is the cycle this wake starts.
+                waiter = self._polled_event
+                self._poke()
+                if waiter is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(waiter.wait(), self._tick * 2)
+        finally:
+            await client.aclose()
+
+
+_broadcaster: Broadcaster | None = None
+
+
+def get_broadcaster() -> Broadcaster:
+    """This process's broadcaster (created on first use; started by the first socket)."""
+    global _broadcaster
+    if _broadcaster is None:
+        _broadcaster = Broadcaster()
+    return _broadcaster

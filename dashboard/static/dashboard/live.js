@@ -1,0 +1,114 @@
+// Ackboard live updates: swap pushed partials by element id, pause, show the state.
+//
+// The page's element with ws-connect (htmx ws extension) receives HTML whose top-level
+// elements carry the ids of the regions to replace. This file takes over the swap so it
+// can hold updates back:
+// - while rows are selected for a bulk action (any checked input[name=ids]), so the
+//   table does not change under the operator's pointer;
+// - while the tab is hidden;
+// - for a region the page marks data-live="off" (a filtered or deeper page of a table:
+//   the server only pushes the default first page, which must not overwrite it).
+// Held updates are kept per region id (only the newest matters) and applied once on
+// resume. The ws extension reconnects by itself; #live-indicator shows the state.
+(() => {
+  "use strict";
+  const held = new Map();
+  const state = { socket: "none", selecting: false, hidden: document.hidden };
+
+  const paused = () => state.selecting || state.hidden;
+
+  function showState() {
+    const indicator = document.getElementById("live-indicator");
+    if (!indicator) return;
+    if (state.socket === "none") {
+      indicator.hidden = true;
+      return;
+    }
+    indicator.hidden = false;
+    let name = "live";
+    let label = "live";
+    if (state.socket !== "open") {
+      name = "offline";
+      label = state.socket === "closed" ? "offline · reconnecting" : "connecting";
+    } else if (state.selecting) {
+      name = "paused";
+      label = "paused · rows selected";
+    } else if (state.hidden) {
+      name = "paused";
+      label = "paused · tab hidden";
+    }
+    indicator.dataset.state = name;
+    indicator.textContent = label;
+    indicator.title = name === "paused"
+      ? "Live updates are paused; they resume when you clear the selection"
+      : "Live updates";
+  }
+
+  function swapIn(id, html) {
+    const current = document.getElementById(id);
+    if (!current || current.dataset.live === "off") return;
+    htmx.swap(current, html, { swapStyle: "outerHTML", swapDelay: 0, settleDelay: 0 });
+  }
+
+  function resume() {
+    if (paused()) return;
+    const pending = Array.from(held.entries());
+    held.clear();
+    for (const [id, html] of pending) swapIn(id, html);
+  }
+
+  function recheck() {
+    const selecting = document.querySelector('input[name="ids"]:checked') !== null;
+    const hidden = document.hidden;
+    const changed = selecting !== state.selecting || hidden !== state.hidden;
+    state.selecting = selecting;
+    state.hidden = hidden;
+    if (changed) {
+      resume();
+      showState();
+    }
+  }
+
+  document.addEventListener("htmx:wsBeforeMessage", (event) => {
+    event.preventDefault();
+    const template = document.createElement("template");
+    template.innerHTML = event.detail.message;
+    for (const element of Array.from(template.content.children)) {
+      if (!element.id) continue;
+      if (paused()) held.set(element.id, element.outerHTML);
+      else swapIn(element.id, element.outerHTML);
+    }
+    document.dispatchEvent(new CustomEvent("ackboard:live-applied"));
+  });
+
+  // A region replaced by an ordinary htmx request (an action's response) is newer than
+  // anything held for it.
+  document.addEventListener("htmx:afterSwap", (event) => {
+    const target = event.detail.target;
+    if (!target || !target.isConnected) return;
+    for (const id of Array.from(held.keys())) {
+      if (target.id === id || target.querySelector(`#${CSS.escape(id)}`)) held.delete(id);
+    }
+    recheck();
+  });
+
+  const setSocket = (value) => () => {
+    state.socket = value;
+    showState();
+  };
+  document.addEventListener("htmx:wsConnecting", setSocket("connecting"));
+  document.addEventListener("htmx:wsOpen", setSocket("open"));
+  document.addEventListener("htmx:wsClose", setSocket("closed"));
+  document.addEventListener("htmx:wsError", setSocket("closed"));
+  document.addEventListener("change", recheck);
+  // "Select all" may tick boxes from script, which fires no change event.
+  document.addEventListener("click", () => setTimeout(recheck, 0));
+  document.addEventListener("visibilitychange", recheck);
+  document.addEventListener("DOMContentLoaded", () => {
+    if (state.socket === "none" && document.querySelector("[ws-connect]")) {
+      state.socket = "connecting";
+    }
+    recheck();
+    showState();
+  });
+})();

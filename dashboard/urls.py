@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path, register_converter
 
 from dashboard import converters
+from dashboard.views import actions as action_views
 from dashboard.views import audit as audit_views
 
 register_converter(converters.NameConverter, "name")
@@ -14,6 +15,22 @@ register_converter(converters.EntryIdConverter, "entry_id")
 app_patterns: list[URLPattern | URLResolver] = [
     path("audit/", audit_views.audit_page, name="audit"),
     path("audit.csv", audit_views.audit_csv, name="audit-csv"),
+    path(
+        "streams/<name:stream>/groups/<name:group>/entries/<entry_id:entry_id>/<slug:action>/",
+        action_views.entry_action,
+        name="entry-action",
+    ),
+    path(
+        "streams/<name:stream>/groups/<name:group>/bulk/<slug:action>/",
+        action_views.bulk_action,
+        name="bulk-action",
+    ),
+    path("streams/<name:stream>/dlq/purge/", action_views.dlq_purge, name="dlq-purge"),
+    path(
+        "streams/<name:stream>/dlq/<entry_id:dlq_id>/<slug:action>/",
+        action_views.dlq_action,
+        name="dlq-action",
+    ),
 ]
 
 urlpatterns = [

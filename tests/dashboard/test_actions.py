@@ -1,0 +1,405 @@
+"""Operator actions over HTTP, on real Redis: the response, the Redis state and the audit row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from django.contrib.auth.models import Permission, User
+from django.contrib.messages import get_messages
+from django.http import HttpResponseBase
+from django.test import Client
+from django.urls import reverse
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from dashboard.models import AuditEvent
+from queue_core.keys import REPLAY_GROUP_FIELD, stream_keys
+from queue_core.services import entry_dead_letter
+from tests.factories import add_entries, make_pending
+from tests.redis_server import free_port
+
+pytestmark = pytest.mark.django_db
+
+ALL_ACTIONS = (
+    "view_queues",
+    "retry_entry",
+    "claim_entry",
+    "dead_letter_entry",
+    "acknowledge_entry",
+    "replay_entry",
+    "delete_dead_letter",
+)
+HTMX = {"HX-Request": "true"}
+
+MakeClient = Callable[..., Client]
+
+
+@pytest.fixture(autouse=True)
+def _redis_settings(settings: SettingsWrapper, redis_url: str) -> None:
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_RETRY_IDLE_MS = 60_000
+    settings.ACKBOARD_OPERATOR_CONSUMER = "ackboard-operator"
+
+
+@pytest.fixture
+def make_client(django_user_model: type[User]) -> MakeClient:
+    def make(name: str = "olga", *codenames: str, **client_kwargs: bool) -> Client:
+        user = django_user_model.objects.create_user(username=name, password="pw")
+        perms = Permission.objects.filter(
+            content_type__app_label="dashboard", codename__in=codenames or ALL_ACTIONS
+        )
+        user.user_permissions.add(*perms)
+        client = Client(**client_kwargs)
+        client.force_login(user)
+        return client
+
+    return make
+
+
+def entry_url(stream: str, entry_id: str, action: str, group: str = "g") -> str:
+    return reverse("dashboard:entry-action", args=[stream, group, entry_id, action])
+
+
+def dlq_url(stream: str, dlq_id: str, action: str) -> str:
+    return reverse("dashboard:dlq-action", args=[stream, dlq_id, action])
+
+
+def pending(r: redis.Redis, stream: str, entry_id: str, group: str = "g") -> dict[str, Any] | None:
+    rows = r.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
+    return rows[0] if rows else None
+
+
+def last_audit() -> AuditEvent:
+    return AuditEvent.objects.order_by("-id")[0]
+
+
+class RetryTests:
+    def test_makes_entry_due_in_its_group_without_a_copy(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "retry"), {"place": "entry"}, headers=HTMX
+        )
+        # From the entry page: reload it, with the message carried in the session.
+        assert response.status_code == 200 and response["HX-Refresh"] == "true"
+        assert any("redelivered" in str(m) for m in get_messages(response.wsgi_request))
+        row = pending(r, stream, entry_id)
+        assert row["consumer"] == b"c1" and row["times_delivered"] == 1
+        assert row["time_since_delivered"] >= 60_000
+        assert r.xlen(stream) == 1
+        event = last_audit()
+        assert (event.action, event.result, event.username) == ("retry", "ok", "olga")
+        assert event.entry_ids == [entry_id] and event.group == "g"
+        assert event.state_before["consumer"] == "c1" and event.state_before["deliveries"] == 1
+
+
+class ClaimTests:
+    def test_claims_to_default_operator_consumer(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "claim"),
+            {"seen_idle_ms": "0", "seen_deliveries": "1", "place": "row"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200, response.content
+        row = pending(r, stream, entry_id)
+        assert row["consumer"] == b"ackboard-operator" and row["times_delivered"] == 2
+        event = last_audit()
+        assert event.result == "ok" and event.state_before["consumer"] == "c1"
+
+    def test_claims_to_chosen_consumer(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "claim"),
+            {"seen_idle_ms": "0", "consumer": "debugger"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        assert pending(r, stream, entry_id)["consumer"] == b"debugger"
+
+    def test_refuses_when_a_worker_took_it_since(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        # What the operator saw: delivered once. Then a worker reclaims it (count 2).
+        r.xclaim(stream, "g", "worker-2", 0, [entry_id])
+        response = make_client().post(
+            entry_url(stream, entry_id, "claim"),
+            {"seen_idle_ms": "0", "seen_deliveries": "1"},
+            headers=HTMX,
+        )
+        assert response.status_code == 409
+        assert response["HX-Reswap"] == "none"
+        assert "changed since you looked" in response.content.decode()
+        assert pending(r, stream, entry_id)["consumer"] == b"worker-2"
+        event = last_audit()
+        assert event.result == "refused" and "changed since you looked" in event.detail
+
+    def test_requires_the_idle_time_seen(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        missing = client.post(entry_url(stream, entry_id, "claim"), headers=HTMX)
+        bad = client.post(
+            entry_url(stream, entry_id, "claim"), {"seen_idle_ms": "soon"}, headers=HTMX
+        )
+        assert missing.status_code == 400 and bad.status_code == 400
+        assert pending(r, stream, entry_id)["consumer"] == b"c1"
+
+
+class DeadLetterTests:
+    def test_moves_entry_with_operator_and_reason(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "dead-letter"),
+            {"reason": "poison pill", "place": "row"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        body = response.content.decode()
+        # The row is swapped with nothing (removed); only the out-of-band message remains.
+        assert body.lstrip().startswith('<div id="messages"') and 'hx-swap-oob="true"' in body
+        assert pending(r, stream, entry_id) is None
+        [(dlq_id, fields)] = r.xrange(stream_keys(stream).dlq)
+        assert fields[b"ackboard.operator"] == b"olga"
+        assert fields[b"ackboard.reason"] == b"poison pill"
+        event = last_audit()
+        assert event.result == "ok" and event.new_ids == [dlq_id.decode()]
+        assert event.reason == "poison pill"
+
+    def test_two_operators_leave_one_copy_and_one_refusal(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        first, second = make_client("ann"), make_client("ben")
+        url = entry_url(stream, entry_id, "dead-letter")
+        a = first.post(url, {"reason": "x"}, headers=HTMX)
+        b = second.post(url, {"reason": "x"}, headers=HTMX)
+        assert (a.status_code, b.status_code) == (200, 409)
+        assert "no longer pending" in b.content.decode()
+        assert r.xlen(stream_keys(stream).dlq) == 1
+        results = dict(AuditEvent.objects.values_list("username", "result"))
+        assert results == {"ann": "ok", "ben": "refused"}
+
+    def test_plain_post_redirects_with_a_message(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        response = client.post(
+            entry_url(stream, entry_id, "dead-letter"), {"next": "/somewhere/?page=2"}
+        )
+        assert response.status_code == 303 and response["Location"] == "/somewhere/?page=2"
+        assert r.xlen(stream_keys(stream).dlq) == 1
+        stored = list(get_messages(response.wsgi_request))
+        assert any("dead-letter stream" in str(m) for m in stored)
+
+    def test_plain_post_ignores_offsite_next(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "dead-letter"), {"next": "https://evil.example/"}
+        )
+        assert response.status_code == 303
+        assert "evil.example" not in response["Location"]
+
+
+class AcknowledgeTests:
+    def test_requires_a_reason(self, r: redis.Redis, stream: str, make_client: MakeClient) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "acknowledge"), {"reason": "  "}, headers=HTMX
+        )
+        assert response.status_code == 400
+        assert "needs a reason" in response.content.decode()
+        assert pending(r, stream, entry_id) is not None
+        assert last_audit().result == "refused"
+
+    def test_discards_with_reason(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "acknowledge"),
+            {"reason": "duplicate order"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        assert pending(r, stream, entry_id) is None
+        assert r.xlen(stream) == 1  # acknowledged, not deleted from the stream
+        event = last_audit()
+        assert (event.result, event.reason) == ("ok", "duplicate order")
+        assert event.state_before["pending"] is True
+
+    def test_second_acknowledge_is_refused_no_op(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        url = entry_url(stream, entry_id, "acknowledge")
+        client.post(url, {"reason": "dup"}, headers=HTMX)
+        again = client.post(url, {"reason": "dup"}, headers=HTMX)
+        assert again.status_code == 409
+        assert "no longer pending" in again.content.decode()
+
+
+def _dead_lettered(r: redis.Redis, stream: str, groups: tuple[str, ...] = ("g",)) -> str:
+    [entry_id] = make_pending(r, stream, groups[0], "c1", 1)
+    for other in groups[1:]:
+        r.xgroup_create(stream, other, id="$")
+    moved = entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="x")
+    assert moved is not None
+    return moved.dlq_id
+
+
+class ReplayTests:
+    def test_replays_for_its_group_only(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        dlq_id = _dead_lettered(r, stream, ("g", "other"))
+        response = make_client().post(
+            dlq_url(stream, dlq_id, "replay"), {"place": "dlq-row"}, headers=HTMX
+        )
+        assert response.status_code == 200, response.content
+        assert r.xlen(stream_keys(stream).dlq) == 0
+        new_id, fields = r.xrange(stream, min="(" + "0-1")[-1]
+        assert fields[REPLAY_GROUP_FIELD.encode()] == b"g"
+        event = last_audit()
+        assert event.action == "replay" and event.new_ids == [new_id.decode()]
+        assert event.entry_ids == [dlq_id] and event.group == "g"
+
+    def test_unknown_dlq_id_is_404(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        _dead_lettered(r, stream)
+        response = make_client().post(dlq_url(stream, "1-1", "replay"), headers=HTMX)
+        assert response.status_code == 404
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+
+class DeleteTests:
+    def test_deletes_one_dead_lettered_entry(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        dlq_id = _dead_lettered(r, stream)
+        response = make_client().post(dlq_url(stream, dlq_id, "delete"), headers=HTMX)
+        assert response.status_code == 200
+        assert r.xlen(stream_keys(stream).dlq) == 0
+        event = last_audit()
+        assert (event.action, event.result) == ("delete", "ok")
+        assert event.state_before["origin_id"]
+
+
+class PurgeTests:
+    def _post(self, client: Client, stream: str, **data: str) -> HttpResponseBase:
+        return client.post(reverse("dashboard:dlq-purge", args=[stream]), data, headers=HTMX)
+
+    def test_needs_the_typed_stream_name(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        _dead_lettered(r, stream)
+        response = self._post(make_client(), stream, confirm_name="nope", expected_length="1")
+        assert response.status_code == 400
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+    def test_purges_what_was_seen(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        dlq_id = _dead_lettered(r, stream)
+        response = self._post(
+            make_client(), stream, confirm_name=stream, expected_length="1", newest_id=dlq_id
+        )
+        assert response.status_code == 200
+        assert r.exists(stream_keys(stream).dlq) == 0
+        event = last_audit()
+        assert (event.action, event.result) == ("purge", "ok")
+        assert event.state_before["deleted"] == 1
+
+    def test_refuses_when_more_arrived(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        _dead_lettered(r, stream)
+        response = self._post(make_client(), stream, confirm_name=stream, expected_length="0")
+        assert response.status_code == 409
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
+
+class BadInputTests:
+    def test_malformed_entry_id_is_400(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        for bad in ("abc", "1-", "-1", "1-0-0", "99999999999999999999999-0"):
+            response = client.post(entry_url(stream, bad, "retry"), headers=HTMX)
+            assert response.status_code == 400, bad
+
+    def test_unknown_entry_group_stream_and_action_are_404(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        assert client.post(entry_url(stream, "1-1", "retry"), headers=HTMX).status_code == 404
+        assert (
+            client.post(entry_url(stream, entry_id, "retry", group="nope"), headers=HTMX)
+        ).status_code == 404
+        assert (
+            client.post(entry_url(stream + "x", entry_id, "retry"), headers=HTMX)
+        ).status_code == 404
+        assert client.post(entry_url(stream, entry_id, "explode")).status_code == 404
+        assert pending(r, stream, entry_id)["consumer"] == b"c1"
+
+    def test_stream_outside_allowlist_is_404(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: SettingsWrapper
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        settings.ACKBOARD_STREAMS = ("other-*",)
+        response = make_client().post(entry_url(stream, entry_id, "dead-letter"), headers=HTMX)
+        assert response.status_code == 404
+        assert r.xlen(stream_keys(stream).dlq) == 0
+
+    def test_get_is_not_allowed(self, r: redis.Redis, stream: str, make_client: MakeClient) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        assert make_client().get(entry_url(stream, entry_id, "retry")).status_code == 405
+
+
+class RedisDownTests:
+    def test_action_reports_error_changes_nothing_and_audits(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: SettingsWrapper
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+        response = make_client().post(entry_url(stream, entry_id, "dead-letter"), headers=HTMX)
+        assert response.status_code == 503
+        assert "Nothing was changed" in response.content.decode()
+        assert pending(r, stream, entry_id) is not None
+        event = last_audit()
+        assert event.result == "error" and "ConnectionError" in event.detail
+
+
+class NotPendingButPresentTests:
+    def test_retry_of_an_acked_entry_is_refused(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        r.xack(stream, "g", entry_id)
+        response = make_client().post(entry_url(stream, entry_id, "retry"), headers=HTMX)
+        assert response.status_code == 409
+        assert last_audit().state_before == {"pending": False}
+
+    def test_add_entries_are_not_pending(self, r: redis.Redis, stream: str) -> None:
+        # Guards the factory the tests above rely on: XADD alone delivers nothing.
+        make_pending(r, stream, "g", "c1", 1)
+        [fresh] = add_entries(r, stream, 1)
+        assert pending(r, stream, fresh) is None

@@ -85,19 +85,19 @@ def entry_id_after(entry_id: str) -> str:
     return f"{ms + 1}-0" if seq == _U64 else f"{ms}-{seq + 1}"
 
 
-def _check_name(value: str, what: str) -> str:
+def name_check(value: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} must be a non-empty string")
     return value
 
 
-def _check_idle(value: int, what: str) -> int:
+def idle_check(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_IDLE_MS:
         raise ValueError(f"{what} must be a whole number of ms between 0 and {MAX_IDLE_MS}")
     return value
 
 
-def _check_reason(reason: str, *, required: bool) -> str:
+def reason_check(reason: str, *, required: bool) -> str:
     if not isinstance(reason, str):
         raise ValueError("reason must be text")
     reason = reason.strip()
@@ -263,10 +263,10 @@ def entry_retry(
     deleted (Redis 7 would silently drop it from the pending list). One round trip;
     O(log n) in Redis.
     """
-    _check_name(stream, "stream")
-    _check_name(group, "group")
+    name_check(stream, "stream")
+    name_check(group, "group")
     entry_id_check(entry_id)
-    _check_idle(idle_ms, "idle_ms")
+    idle_check(idle_ms, "idle_ms")
     keys, args = retry_call(stream=stream, group=group, entry_id=entry_id, idle_ms=idle_ms)
     retry = script(client, "retry")
     reply = _run(lambda: retry(keys=keys, args=args), stream=stream, group=group)
@@ -295,11 +295,11 @@ def entry_claim(
     claim is then refused with "changed since you looked". The claim is a delivery: the
     count goes up by one. One Lua script, one round trip; O(log n) in Redis.
     """
-    _check_name(stream, "stream")
-    _check_name(group, "group")
-    _check_name(consumer, "consumer")
+    name_check(stream, "stream")
+    name_check(group, "group")
+    name_check(consumer, "consumer")
     entry_id_check(entry_id)
-    _check_idle(seen_idle_ms, "seen_idle_ms")
+    idle_check(seen_idle_ms, "seen_idle_ms")
     if seen_deliveries is not None and (
         isinstance(seen_deliveries, bool) or not isinstance(seen_deliveries, int)
     ):
@@ -354,7 +354,7 @@ def entry_dead_letter(
     """
     entry_id_check(entry_id)
     if seen_idle_ms is not None:
-        _check_idle(seen_idle_ms, "seen_idle_ms")
+        idle_check(seen_idle_ms, "seen_idle_ms")
     keys, args = dead_letter_call(
         stream=stream,
         group=group,
@@ -393,10 +393,10 @@ def entry_acknowledge(
     XACK. Raises ValueError for an empty reason. One Lua script, one round trip;
     O(log n) in Redis.
     """
-    _check_name(stream, "stream")
-    _check_name(group, "group")
+    name_check(stream, "stream")
+    name_check(group, "group")
     entry_id_check(entry_id)
-    _check_reason(reason, required=True)
+    reason_check(reason, required=True)
     keys, args = acknowledge_call(stream=stream, group=group, entry_id=entry_id)
     acknowledge = script(client, "acknowledge")
     reply = _run(lambda: acknowledge(keys=keys, args=args), stream=stream, group=group)

@@ -169,11 +169,15 @@ class BulkScope:
 
 @dataclass(frozen=True, slots=True)
 class BulkItem:
-    """One id's outcome in a bulk action; ``detail`` says why when it was not done."""
+    """One id's outcome in a bulk action; ``detail`` says why when it was not done.
+
+    ``new_id`` is the dead-letter id when a bulk dead-letter moved the entry.
+    """
 
     entry_id: str
     outcome: BulkOutcome
     detail: str = ""
+    new_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

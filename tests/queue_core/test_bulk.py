@@ -108,7 +108,7 @@ class BulkScopeTests:
         )
         assert first.ids == () and first.scanned == 20
         assert first.next_cursor is not None and not first.complete
-        cursor = first.next_cursor
+        cursor: str | None = first.next_cursor
         found: list[str] = []
         while cursor is not None:
             page = pending_ids_matching(

@@ -67,3 +67,9 @@ def prefix(r: redis.Redis) -> Iterator[str]:
 def stream(prefix: str) -> str:
     """A fresh stream name for this test."""
     return prefix + "orders"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run browser tests last: Playwright's sync API runs its own event loop, which breaks
+    pytest-asyncio tests that come after it (STYLE.md, Tests)."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

@@ -1,0 +1,96 @@
+"""Browser fixtures: one daphne server and one headless system Chromium per session.
+
+The server uses the session's private test Redis and a migrated SQLite file with one
+superuser. Chromium comes from /usr/bin/chromium: if it is missing the tests fail with
+how to install it (they never skip). The tests run after every other test (see
+tests/conftest.py), because Playwright's sync API runs its own event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.browser.server import (
+    HOW_TO_GET_CHROMIUM,
+    LiveServer,
+    ServerFailed,
+    chromium_launch,
+    login,
+)
+
+
+@pytest.fixture(scope="session")
+def names(redis_url: str) -> str:
+    """Prefix of the browser tests' streams: none on the private server, so the README
+    screenshots show plain names; a unique one on a server named by REDIS_TEST_URL."""
+    external = os.environ.get("REDIS_TEST_URL") or os.environ.get("VALKEY_URL")
+    return f"e2e{uuid.uuid4().hex[:6]}:" if external else ""
+
+
+@pytest.fixture(scope="session")
+def browser_redis(redis_url: str, names: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, socket_timeout=10)
+    yield client
+    for pattern in (names + "*", "{" + names + "*") if names else ():
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def web_server(redis_url: str, names: str) -> Iterator[LiveServer]:
+    server = LiveServer(redis_url=redis_url, streams=(names + "*") if names else "*")
+    try:
+        server.start()
+    except ServerFailed as exc:
+        server.cleanup()
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path("/usr/bin/chromium").exists():
+        pytest.fail(HOW_TO_GET_CHROMIUM, pytrace=False)
+    with sync_playwright() as playwright:
+        browser = chromium_launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium: Any, web_server: LiveServer) -> Iterator[Any]:
+    """A logged-in page in a fresh browser context, 1280 px wide."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    login(page, web_server)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def anonymous_page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        context.close()

@@ -1,0 +1,169 @@
+"""A real Ackboard web process (daphne, ASGI) and the system Chromium, for browser runs.
+
+Used by the browser tests and the live-update benchmarks. The server gets its own SQLite
+file (migrated, one superuser), the given Redis, and production settings over plain
+HTTP; it never runs in demo mode. Chromium is the system one: Playwright cannot download
+browsers here, and a missing one is an error with instructions, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
+README_SHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HOW_TO_GET_CHROMIUM = (
+    f"{CHROMIUM} is missing, so the browser tests cannot run. Install the system Chromium "
+    "(Debian/Ubuntu: apt-get install chromium; .ci/run does this in CI). Playwright's own "
+    "browser download is not used."
+)
+
+
+class ServerFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class LiveServer:
+    """``daphne dashboard.asgi:application`` on a free loopback port."""
+
+    redis_url: str
+    streams: str = "*"
+    tick: float = 1.0
+    username: str = "operator"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    port: int = field(default_factory=free_port)
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ackboard-web-")))
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "daphne.log"
+
+    def env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DJANGO_", "ACKBOARD_")) and k not in ("VALKEY_URL", "REDIS_URL")
+        }
+        env.update(
+            DJANGO_SETTINGS_MODULE="dashboard.settings",
+            DJANGO_SECRET_KEY="browser-tests-" + secrets.token_urlsafe(40),
+            DJANGO_HTTPS="0",
+            DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+            DATABASE_URL=f"sqlite:///{self.workdir / 'db.sqlite3'}",
+            ACKBOARD_HOME=str(self.workdir),
+            REDIS_URL=self.redis_url,
+            ACKBOARD_STREAMS=self.streams,
+            ACKBOARD_LIVE_TICK=str(self.tick),
+            ACKBOARD_LOG_LEVEL="WARNING",
+            DJANGO_SUPERUSER_PASSWORD=self.password,
+        )
+        return env
+
+    def _manage(self, *args: str) -> None:
+        out = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if out.returncode != 0:
+            raise ServerFailed(f"manage.py {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+
+    def start(self, timeout: float = 30.0) -> LiveServer:
+        self._manage("migrate", "--noinput")
+        self._manage(
+            "createsuperuser", "--noinput", "--username", self.username, "--email", "op@example.com"
+        )
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+             "dashboard.asgi:application"],
+            cwd=ROOT,
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise ServerFailed(f"daphne exited early:\n{self.log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(self.url + "/login/", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerFailed(f"daphne did not answer:\n{self.log_path.read_text()}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def chromium_launch(playwright: Any) -> Any:
+    """The system Chromium, headless. Raises FileNotFoundError with instructions if absent."""
+    if not Path(CHROMIUM).exists():
+        raise FileNotFoundError(HOW_TO_GET_CHROMIUM)
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+def login(page: Any, server: LiveServer) -> None:
+    """Log in through the real form and land on the overview."""
+    page.goto(server.url + "/login/")
+    page.fill("input[name=username]", server.username)
+    page.fill("input[name=password]", server.password)
+    page.click("button[type=submit]")
+    page.wait_for_url(server.url + "/")
+
+
+def screenshot(page: Any, name: str) -> None:
+    """Save ``name``.png as a test artifact (full page) and as the README's screenshot."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    README_SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    # The README copy is the first screen only, which keeps the committed PNGs small.
+    page.screenshot(path=str(README_SHOTS / f"{name}.png"), full_page=False)

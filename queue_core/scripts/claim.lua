@@ -9,10 +9,13 @@
 -- ARGV[3] - the consumer to hand the entry to
 -- ARGV[4] - the idle time the operator saw, in ms (the entry must be idle at least this)
 -- ARGV[5] - the delivery count the operator saw ('' to skip that check)
+-- ARGV[6] - the owner the operator saw ('' to skip that check); catches a JUSTID reclaim,
+--           which resets the idle time without bumping the count
 -- returns {1, previous_owner, deliveries_after, idle_before} on success,
 --         {false, 'not-pending'} when the entry is not pending in the group,
 --         {false, 'idle-changed', idle, owner} when the entry is idle less than ARGV[4],
 --         {false, 'deliveries-changed', deliveries, owner} when the count differs from ARGV[5],
+--         {false, 'owner-changed', owner} when the owner differs from ARGV[6],
 --         {false, 'payload-missing'} when the entry was deleted from the stream (XCLAIM
 --           would silently drop it from the pending list on Redis 7)
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
@@ -22,6 +25,9 @@ end
 local owner = pending[1][2]
 local idle = pending[1][3]
 local deliveries = pending[1][4]
+if ARGV[6] ~= '' and ARGV[6] ~= owner then
+  return {false, 'owner-changed', owner}
+end
 if idle < tonumber(ARGV[4]) then
   return {false, 'idle-changed', idle, owner}
 end

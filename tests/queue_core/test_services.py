@@ -164,6 +164,25 @@ class EntryClaimTests:
             )
         assert pending_row(r, stream, "g", entry_id)["consumer"] == b"c1"
 
+    def test_refused_when_owner_changed_by_a_justid_reclaim(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        seen = pending_row(r, stream, "g", entry_id)
+        # A JUSTID reclaim leaves the count alone; its idle time can grow back past "seen".
+        r.xclaim(stream, "g", "c2", 0, [entry_id], idle=60_000, justid=True)
+        with pytest.raises(ActionRefused, match="^changed since you looked.*owned by c2"):
+            entry_claim(
+                client=r,
+                stream=stream,
+                group="g",
+                entry_id=entry_id,
+                seen_idle_ms=seen["time_since_delivered"],
+                seen_deliveries=seen["times_delivered"],
+                seen_consumer="c1",
+            )
+        assert pending_row(r, stream, "g", entry_id)["consumer"] == b"c2"
+
     def test_refused_when_no_longer_pending(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
         r.xack(stream, "g", entry_id)

@@ -14,10 +14,12 @@ with the same guards; this module must never write to Redis any other way.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
+from redis.connection import ConnectionPool
 from redis.exceptions import NoScriptError
 
 from queue_core.events import event_publish
@@ -54,6 +56,8 @@ MAX_SCAN = 10_000
 CHUNK = 250
 
 _Call = tuple[list[str], list[str | int]]
+#: Scripts known to be loaded, per connection pool (that is, per server).
+_LOADED: weakref.WeakKeyDictionary[ConnectionPool, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _check_limit(limit: int) -> int:
@@ -219,6 +223,12 @@ def scripts_pipelined(client: redis.Redis, name: str, calls: Sequence[_Call]) ->
     returned as exception objects.
     """
     sha = script(client, name).sha
+    loaded = _LOADED.setdefault(client.connection_pool, set())
+    if sha not in loaded:
+        # Once per server and process: otherwise the first chunk would all come back
+        # NOSCRIPT and run twice.
+        client.script_load(source(name))
+        loaded.add(sha)
     replies = _evalsha_all(client, sha, calls)
     missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if missing:

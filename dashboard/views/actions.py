@@ -22,6 +22,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -31,7 +32,7 @@ from django.views.decorators.http import require_POST
 from dashboard.audit import audit_record
 from dashboard.connection import get_redis
 from dashboard.permissions import DLQ_ACTIONS, ENTRY_ACTIONS, may_act
-from queue_core import services
+from queue_core import bulk, services
 from queue_core.keys import (
     MAX_NAME_LENGTH,
     RESERVED_PREFIX,
@@ -40,7 +41,7 @@ from queue_core.keys import (
     companion_parent,
     stream_keys,
 )
-from queue_core.types import ActionRefused
+from queue_core.types import ActionRefused, BulkResult
 
 #: Where the buttons were: a pending-table row, the entry page, a DLQ row, the DLQ page.
 PLACES = ("row", "entry", "dlq-row", "dlq")
@@ -299,7 +300,10 @@ def _respond(
     )
     response = HttpResponse(oob, status=outcome.status)
     if outcome.status != 200:
-        # Keep the row as it is; only the out-of-band message is swapped in.
+        # Keep the row as it is; only the out-of-band message is swapped in. htmx does not
+        # swap 4xx answers by default: the action templates' before-swap handler lets these
+        # through, and retargeting to the form keeps that handler on the event's path.
+        response["HX-Retarget"] = "this"
         response["HX-Reswap"] = "none"
         return response
     if req.place in ("entry", "dlq"):
@@ -359,6 +363,7 @@ def _entry_outcome(req: ActionRequest, request: HttpRequest) -> Outcome:
             consumer=consumer,
             seen_idle_ms=seen_idle,
             seen_deliveries=_int(req.form, "seen_deliveries", required=False),
+            seen_consumer=req.form.get("seen_consumer", "").strip() or None,
             stream=stream,
             group=group,
             entry_id=entry_id,
@@ -515,9 +520,192 @@ def dlq_purge(request: HttpRequest, stream: str) -> HttpResponse:
     return _respond(request, req, outcome)
 
 
+# --- bulk -----------------------------------------------------------------------------
+
+#: Bulk actions the services offer. Claim is per entry only: its guard is the row's state.
+BULK_ACTIONS = ("retry", "dead-letter", "acknowledge")
+
+
+@dataclass
+class BulkForm:
+    """What the bulk bar posts: the scope (selected ids or the page's filter) and progress."""
+
+    snapshot_id: str
+    ids: list[str] | None
+    consumer: str | None
+    min_idle_ms: int | None
+    cursor: str | None
+    confirm: bool
+    done_before: int
+    skipped_before: int
+
+
+def _bulk_cap() -> int:
+    return max(1, min(int(settings.ACKBOARD_BULK_CAP), bulk.MAX_LIMIT))
+
+
+def _bulk_form(form: Mapping[str, Any], ids: list[str]) -> BulkForm:
+    snapshot_id = str(form.get("snapshot_id", "")).strip()
+    if not snapshot_id:
+        raise BadRequest(
+            "The page did not say which entries it showed (no snapshot id); reload it."
+        )
+    _check_id(snapshot_id, "snapshot id")
+    selected = str(form.get("scope", "selected")) != "filter"
+    if selected:
+        if not ids:
+            raise BadRequest("Select some entries first, or choose all matching this filter.")
+        if len(ids) > _bulk_cap():
+            raise BadRequest(f"Select at most {_bulk_cap()} entries, or use the filter scope.")
+        for entry_id in ids:
+            _check_id(entry_id)
+    cursor = str(form.get("cursor", "")).strip() or None
+    if cursor is not None:
+        _check_id(cursor, "cursor")
+    consumer = str(form.get("consumer", "")).strip() or None
+    if consumer is not None and len(consumer) > 255:
+        raise BadRequest("consumer name is longer than 255 characters")
+    return BulkForm(
+        snapshot_id=snapshot_id,
+        ids=ids if selected else None,
+        consumer=None if selected else consumer,
+        min_idle_ms=None if selected else _int(form, "min_idle_ms", required=False),
+        cursor=None if selected else cursor,
+        confirm=form.get("confirm") == "1",
+        done_before=_int(form, "done_before", required=False) or 0,
+        skipped_before=_int(form, "skipped_before", required=False) or 0,
+    )
+
+
+def _bulk_apply(req: ActionRequest, scope: BulkForm, operator: str) -> BulkResult:
+    client = get_redis()
+    common: dict[str, Any] = {
+        "client": client,
+        "stream": req.stream,
+        "group": req.group,
+        "snapshot_id": scope.snapshot_id,
+        "ids": scope.ids,
+        "consumer": scope.consumer,
+        "min_idle_ms": scope.min_idle_ms,
+        "cursor": scope.cursor,
+        "limit": _bulk_cap(),
+    }
+    if req.action == "retry":
+        return bulk.bulk_retry(idle_ms=settings.ACKBOARD_RETRY_IDLE_MS, **common)
+    if req.action == "dead-letter":
+        reason = req.reason or "dead-lettered in bulk by an operator"
+        return bulk.bulk_dead_letter(reason=reason, operator=operator, **common)
+    if not req.reason:
+        raise BadRequest("Acknowledge needs a reason: say why these entries may be discarded.")
+    return bulk.bulk_acknowledge(reason=req.reason, **common)
+
+
 @require_POST
 @never_cache
 @login_required
 def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> HttpResponse:
-    """Retry, Dead-letter or Acknowledge many pending entries, scoped to a snapshot."""
-    raise Http404("bulk actions are not available yet")
+    """Retry, Dead-letter or Acknowledge many pending entries, scoped to a snapshot.
+
+    Without ``confirm`` it is a dry run: a count and a confirm button, nothing changed and
+    nothing audited. With it, at most ``ACKBOARD_BULK_CAP`` entries are handled, one audit
+    row is written, and a "Continue" button carries the cursor for the rest. Entries newer
+    than ``snapshot_id`` (the newest id the page showed) are never touched.
+    """
+    if action not in BULK_ACTIONS:
+        raise Http404("no such bulk action")
+    ids = [i.strip() for i in request.POST.getlist("ids") if i.strip()]
+    req = _parse(request, action="bulk-" + action, stream=stream, group=group, ids=ids[:1000])
+    if not may_act(request.user, action):
+        return _denied(request, req)
+    try:
+        _check_stream(stream)
+        _check_group(group)
+        scope = _bulk_form(request.POST, ids)
+    except BadRequest as exc:
+        return _bulk_respond(request, req, None, Outcome("refused", str(exc), status=exc.status))
+    context: dict[str, Any] = {"action": action, "scope": scope, "req": req, "cap": _bulk_cap()}
+
+    if not scope.confirm:
+        try:
+            found = bulk.bulk_scope(
+                client=get_redis(),
+                stream=stream,
+                group=group,
+                snapshot_id=scope.snapshot_id,
+                ids=scope.ids,
+                consumer=scope.consumer,
+                min_idle_ms=scope.min_idle_ms,
+                cursor=scope.cursor,
+                limit=_bulk_cap(),
+            )
+        except (ActionRefused, ValueError) as exc:
+            return _bulk_respond(request, req, None, Outcome("refused", str(exc), status=409))
+        context["dry_run"] = found
+        return _bulk_respond(request, req, context, None)
+
+    result_box: dict[str, BulkResult] = {}
+
+    def call() -> Outcome:
+        result = _bulk_apply(req, scope, request.user.get_username())
+        result_box["result"] = result
+        req.ids = list(result.done)
+        skipped = [[i.entry_id, str(i.outcome)] for i in result.skipped]
+        verb = {"retry": "Retried", "dead-letter": "Dead-lettered", "acknowledge": "Acknowledged"}
+        message = f"{verb[action]} {len(result.done)} entr{'y' if len(result.done) == 1 else 'ies'}"
+        if skipped:
+            message += f"; skipped {len(skipped)} that changed or left since you looked"
+        message += "." if result.complete else "; more remain."
+        return Outcome(
+            "ok" if result.done or not skipped else "refused",
+            message,
+            new_ids=[i.new_id for i in result.items if i.new_id],
+            removed=True,
+            reported={"skipped": skipped, "next_cursor": result.next_cursor},
+        )
+
+    def state() -> dict[str, Any]:
+        return {
+            "snapshot_id": scope.snapshot_id,
+            "scope": "selected" if scope.ids is not None else "filter",
+            "consumer": scope.consumer,
+            "min_idle_ms": scope.min_idle_ms,
+            "cursor": scope.cursor,
+            "selected": len(scope.ids or ()),
+        }
+
+    outcome = _run(request, req, state_before=state, call=call)
+    context["result"] = result_box.get("result")
+    return _bulk_respond(request, req, context, outcome)
+
+
+def _bulk_respond(
+    request: HttpRequest,
+    req: ActionRequest,
+    context: dict[str, Any] | None,
+    outcome: Outcome | None,
+) -> HttpResponse:
+    """The bulk bar's answer: a dry-run confirmation, progress, or a refusal message."""
+    htmx = bool(getattr(request, "htmx", False))
+    if outcome is not None and outcome.status != 200:
+        return _respond(request, req, outcome)
+    assert context is not None
+    result: BulkResult | None = context.get("result")
+    if result is not None:
+        scope: BulkForm = context["scope"]
+        context["done_total"] = scope.done_before + len(result.done)
+        context["skipped_total"] = scope.skipped_before + len(result.skipped)
+    if not htmx:
+        # Without htmx the confirmation and the progress are a page of their own.
+        context["flash"] = _flash(outcome) if outcome is not None else []
+        context["back"] = req.next_url or _fallback_url(req)
+        return render(request, "dashboard/_action_result.html", context)
+    html = render_to_string("dashboard/_bulk_bar.html#bulk-result", context, request=request)
+    if outcome is not None:
+        html += render_to_string(
+            "dashboard/_action_result.html#messages-oob", {"flash": _flash(outcome)}, request
+        )
+    response = HttpResponse(html)
+    if result is not None and result.done:
+        # The pending table reloads itself on this event (rows left or changed).
+        response["HX-Trigger"] = "ackboard:pending-changed"
+    return response

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
+from queue_core.lua import script
 from queue_core.services import dlq_delete, dlq_purge, dlq_replay, entry_dead_letter
 from queue_core.types import ActionRefused
 from tests.factories import add_entries, make_group, make_pending
@@ -61,6 +62,20 @@ class EntryDeadLetterTests:
         )
         assert first is not None and second is None
         assert r.xlen(stream_keys(stream).dlq) == 1
+
+    def test_script_still_accepts_the_original_six_arguments(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        keys = stream_keys(stream)
+        reply = script(r, "dead_letter")(
+            keys=[keys.stream, keys.dlq], args=["g", entry_id, "x", "", "", ""]
+        )
+        assert reply[0] and r.xlen(keys.dlq) == 1
+        again = script(r, "dead_letter")(
+            keys=[keys.stream, keys.dlq], args=["g", entry_id, "x", "", "", ""]
+        )
+        assert again == [None, b"not-pending"]
 
 
 class DlqReplayTests:

@@ -79,6 +79,8 @@ class FailureRecord(models.Model):
             models.Index(fields=["stream", "group", "failed_at"], name="failure_group_time"),
             models.Index(fields=["error_type", "failed_at"], name="failure_type_time"),
             models.Index(fields=["failed_at"], name="failure_time"),
+            # Failures per stream in the last hour (overview): a covering range per stream.
+            models.Index(fields=["stream", "failed_at"], name="failure_stream_time"),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,339 @@
+"""``manage.py demo``: the whole product on one machine, with one command.
+
+Chooses a Redis (dashboard.devredis), migrates SQLite, resets the ``admin`` password,
+creates the ``demo:`` streams and groups, then runs a producer thread and, as child
+processes, the demo's ``queue_worker``s, the failure ingestor and daphne. One consumer
+is SIGKILLed mid-batch after ``--kill-after`` seconds, so its entries go stale and are
+reclaimed by the others. Ctrl-C or SIGTERM stops everything it started, workers first
+(they finish in-flight jobs), the private redis-server last.
+
+It never flushes Redis: on a server named by REDIS_URL/VALKEY_URL it writes only
+``demo:`` keys, and deletes them only with ``--reset``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command, get_commands
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.demo import WORKERS, WorkerSpec, demo_groups
+from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
+from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
+from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
+from queue_core.connection import connect
+
+ADMIN_USERNAME = "admin"
+
+
+def admin_password_reset(*, username: str = ADMIN_USERNAME) -> tuple[str, bool]:
+    """Give ``username`` a new generated password, creating the superuser if needed.
+
+    Returns (password, created). The password is shown once and stored only hashed.
+    """
+    user_model = get_user_model()
+    password = secrets.token_urlsafe(12)
+    user, created = user_model.objects.get_or_create(username=username)
+    user.is_active = True
+    user.is_staff = True
+    user.is_superuser = True
+    user.set_password(password)
+    user.save()
+    return password, created
+
+
+def _port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _browse_host(host: str) -> str:
+    """The address to put in the printed URL: a wildcard bind is reached via loopback."""
+    if host in {"0.0.0.0", ""}:
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the whole product locally: Redis, workers with flaky handlers, a producer, the "
+        "failure ingestor and the dashboard. Ctrl-C stops everything."
+    )
+    # The demo checks and migrates by itself; Django's pre-run checks would only slow it.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
+        parser.add_argument("--port", type=int, default=8000, help="port to serve on")
+        parser.add_argument(
+            "--rate", type=float, default=4.0, help="orders per second (emails at half)"
+        )
+        parser.add_argument(
+            "--backlog", type=int, default=40, help="orders queued before workers start"
+        )
+        parser.add_argument(
+            "--min-idle-ms", type=int, default=10_000, help="workers reclaim after this idle"
+        )
+        parser.add_argument("--max-deliveries", type=int, default=4)
+        parser.add_argument(
+            "--kill-after",
+            type=float,
+            default=15.0,
+            help="seconds before one shipping consumer is SIGKILLed (0: never)",
+        )
+        parser.add_argument("--slow-ms", type=float, default=1200.0, help="slowest slow job")
+        parser.add_argument(
+            "--flaky-rate", type=float, default=0.2, help="chance a flaky attempt fails"
+        )
+        parser.add_argument("--grace-seconds", type=float, default=5.0)
+        parser.add_argument("--reset", action="store_true", help="delete existing demo: keys first")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        host: str = options["host"]
+        port: int = options["port"]
+        if not _port_free(host, port):
+            raise CommandError(f"{host}:{port} is in use; pick another with --port")
+        if "queue_worker" not in get_commands():
+            raise CommandError("the queue_worker command is missing; the demo needs it")
+
+        stop = threading.Event()
+        self._install_signal_handlers(stop)
+        try:
+            server = dev_redis_prepare(environ=os.environ, preexec_fn=die_with_parent)
+        except DevRedisError as exc:
+            raise CommandError(str(exc)) from exc
+        supervisor: Supervisor | None = None
+        producer: Producer | None = None
+        try:
+            self._use_redis(server.url)
+            self._say(f"Redis      {server.version}, {server.plan.describe()}")
+            self._say(f"           {server.url}")
+
+            call_command("migrate", interactive=False, verbosity=0)
+            password, created = admin_password_reset()
+
+            client = connect(server.url, client_name="ackboard-demo")
+            if options["reset"]:
+                self._say(f"Reset      deleted {demo_reset(client=client)} demo: keys")
+            demo_groups_create(client=client)
+            producer = Producer(client=client, rate=options["rate"])
+            producer.add(orders=options["backlog"], emails=options["backlog"] // 2)
+
+            supervisor = Supervisor(
+                env=self._child_env(server, options),
+                log_dir=Path(settings.ACKBOARD_HOME) / "demo-logs",
+                cwd=Path(settings.BASE_DIR),
+            )
+            doomed = self._start_children(supervisor, options)
+            self._wait_until_serving(supervisor, host, port, stop)
+            if stop.is_set():
+                return
+            producer.start()
+            self._banner(host, port, password, created, supervisor)
+            self._run(supervisor, client, doomed, options, stop)
+        finally:
+            self._say("Stopping   producer, workers, ingestor, dashboard…")
+            if producer is not None:
+                producer.stop()
+            if supervisor is not None:
+                supervisor.stop(timeout=options["grace_seconds"] + 5)
+            if server.process is not None:
+                self._say("Stopping   private redis-server")
+            server.stop()
+            self._say("Stopped.")
+
+    # --- setup -------------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    @staticmethod
+    def _install_signal_handlers(stop: threading.Event) -> None:
+        def handler(signum: int, frame: object) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+
+    @staticmethod
+    def _use_redis(url: str) -> None:
+        # Settings read the URL at import, so everything already imported is told here;
+        # child processes get it through REDIS_URL (see _child_env).
+        os.environ["REDIS_URL"] = url
+        os.environ.pop("VALKEY_URL", None)
+        settings.ACKBOARD_REDIS_URL = url
+        layers: Any = settings.CHANNEL_LAYERS  # typed from whichever settings mypy reads
+        config = layers.get("default", {}).get("CONFIG", {})
+        if "hosts" in config:
+            config["hosts"] = [url]
+
+    @staticmethod
+    def _child_env(server: DevRedis, options: dict[str, Any]) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("VALKEY_URL", None)
+        env.update(
+            REDIS_URL=server.url,
+            ACKBOARD_DEMO="1",
+            DJANGO_SETTINGS_MODULE="dashboard.settings",
+            ACKBOARD_HOME=str(settings.ACKBOARD_HOME),
+            # Retry gives an entry this much idle, so a worker's next sweep takes it.
+            ACKBOARD_RETRY_IDLE_MS=str(options["min_idle_ms"]),
+            ACKBOARD_DEMO_SLOW_MS=str(options["slow_ms"]),
+            ACKBOARD_DEMO_FLAKY_RATE=str(options["flaky_rate"]),
+            PYTHONUNBUFFERED="1",
+        )
+        host = options["host"]
+        if host not in {"0.0.0.0", "::", ""}:
+            allowed = env.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+            env["DJANGO_ALLOWED_HOSTS"] = f"{allowed},{_browse_host(host)}"
+        return env
+
+    def _worker_argv(self, spec: WorkerSpec, options: dict[str, Any]) -> list[str]:
+        min_idle = options["min_idle_ms"]
+        return [
+            sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "queue_worker",
+            "--stream", spec.stream,
+            "--group", spec.group,
+            "--handler", spec.handler,
+            "--consumer", spec.consumer,
+            "--batch", str(spec.batch),
+            "--concurrency", str(spec.concurrency),
+            "--block-ms", "1000",
+            "--min-idle-ms", str(min_idle),
+            "--max-deliveries", str(options["max_deliveries"]),
+            # A sweep every quarter of min-idle: stale entries wait at most 1.25x min-idle.
+            "--reclaim-interval-ms", str(max(min_idle // 4, 100)),
+            "--group-start", "0",
+            "--grace-seconds", str(options["grace_seconds"]),
+        ]  # fmt: skip
+
+    def _start_children(
+        self, supervisor: Supervisor, options: dict[str, Any]
+    ) -> tuple[Child, WorkerSpec] | None:
+        """Start workers, ingestor and daphne; return the consumer doomed to be killed."""
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        doomed: tuple[Child, WorkerSpec] | None = None
+        for spec in WORKERS:
+            child = supervisor.start(f"worker-{spec.consumer}", self._worker_argv(spec, options))
+            if spec.doomed:
+                doomed = (child, spec)
+        if "ingest_failures" in get_commands():
+            supervisor.start("ingest_failures", [sys.executable, manage, "ingest_failures"])
+        else:
+            self.stderr.write("Warning: no ingest_failures command; the failure index stays empty")
+        supervisor.start(
+            "daphne",
+            [
+                sys.executable, "-m", "daphne",
+                "-b", options["host"], "-p", str(options["port"]),
+                "dashboard.asgi:application",
+            ],
+        )  # fmt: skip
+        return doomed
+
+    def _wait_until_serving(
+        self, supervisor: Supervisor, host: str, port: int, stop: threading.Event
+    ) -> None:
+        url = f"http://{_browse_host(host)}:{port}/login/"
+        deadline = time.monotonic() + 60
+        while not stop.is_set():
+            self._check_children(supervisor)
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise CommandError(f"the dashboard did not answer at {url} within 60 s")
+            stop.wait(0.2)
+
+    def _check_children(self, supervisor: Supervisor) -> None:
+        crashed = supervisor.crashed()
+        if crashed:
+            child = crashed[0]
+            raise CommandError(
+                f"{child.name} exited with code {child.proc.returncode}; last output "
+                f"({child.log_path}):\n{child.log_tail()}"
+            )
+
+    def _banner(
+        self, host: str, port: int, password: str, created: bool, supervisor: Supervisor
+    ) -> None:
+        url = f"http://{_browse_host(host)}:{port}/"
+        note = "" if created else "  (existing account: its password was reset to this one)"
+        streams = ", ".join(f"{s} ({', '.join(g)})" for s, g in demo_groups().items())
+        self._say(
+            "\n"
+            f"Dashboard  {url}\n"
+            f"Username   {ADMIN_USERNAME}\n"
+            f"Password   {password}{note}\n"
+            f"Streams    {streams}\n"
+            f"Logs       {supervisor.log_dir}\n"
+            "Press Ctrl-C to stop everything.\n"
+        )
+
+    # --- running -------------------------------------------------------------------------
+
+    def _run(
+        self,
+        supervisor: Supervisor,
+        client: redis.Redis,
+        doomed: tuple[Child, WorkerSpec] | None,
+        options: dict[str, Any],
+        stop: threading.Event,
+    ) -> None:
+        kill_after: float = options["kill_after"]
+        kill_at = time.monotonic() + kill_after if kill_after > 0 and doomed else None
+        while not stop.wait(0.2):
+            self._check_children(supervisor)
+            if kill_at is None or doomed is None or time.monotonic() < kill_at:
+                continue
+            child, spec = doomed
+            in_flight = self._pending_of(client, spec)
+            # Wait for a moment when it holds entries, so the kill is truly mid-batch.
+            if in_flight > 0:
+                supervisor.kill(child)
+                kill_at = None
+                self._say(
+                    f"Chaos      SIGKILLed consumer {spec.consumer} (pid {child.pid}) with "
+                    f"{in_flight} entries in flight; they stay pending until another "
+                    f"{spec.group} consumer reclaims them after {options['min_idle_ms']} ms idle"
+                )
+
+    @staticmethod
+    def _pending_of(client: redis.Redis, spec: WorkerSpec) -> int:
+        """Entries delivered to ``spec``'s consumer and not yet acked. O(consumers)."""
+        try:
+            consumers = client.xinfo_consumers(spec.stream, spec.group)
+        except redis.RedisError:
+            return 0
+        for consumer in consumers:
+            # redis-py gives str keys and, on this bytes client, bytes values.
+            if consumer.get("name") == spec.consumer.encode():
+                return int(consumer.get("pending", 0))
+        return 0

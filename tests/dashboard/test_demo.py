@@ -1,0 +1,364 @@
+"""The one-command demo: its pieces, and the whole thing end to end in a subprocess.
+
+The demo writes fixed ``demo:`` key names, so these tests run it against private
+servers started here (dashboard.devredis), never against the shared test server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.cookiejar
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from dashboard.demo import EMAILS, ORDERS, WORKERS, demo_groups
+from dashboard.demo.handlers import flaky, normal, slow
+from dashboard.demo.producer import (
+    Producer,
+    demo_groups_create,
+    demo_reset,
+    email_fields,
+    order_fields,
+)
+from dashboard.demo.supervisor import Supervisor
+from dashboard.devredis import DevRedis, dev_redis_prepare
+from queue_core.keys import stream_keys
+from queue_core.types import Job, PermanentFailure
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def demo_server() -> Iterator[DevRedis]:
+    """A private server of this module's own, because demo key names are fixed."""
+    server = dev_redis_prepare(environ={})
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def demo_client(demo_server: DevRedis) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(demo_server.url)
+    demo_reset(client=client)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _job(fields: dict[str, str], *, stream: str = ORDERS, attempt: int = 1) -> Job:
+    return Job(
+        stream=stream,
+        group="g",
+        id="1-0",
+        fields=fields,
+        delivery_count=attempt,
+        consumer="c",
+    )
+
+
+class DemoTopologyTests:
+    def test_two_groups_share_orders_and_one_consumer_is_doomed(self) -> None:
+        assert demo_groups() == {ORDERS: ("billing", "shipping"), EMAILS: ("mailer",)}
+        doomed = [w for w in WORKERS if w.doomed]
+        assert len(doomed) == 1
+        # Someone must be left in the doomed consumer's group to reclaim its entries.
+        survivors = [w for w in WORKERS if w.group == doomed[0].group and not w.doomed]
+        assert survivors
+
+
+class DemoPayloadTests:
+    def test_order_schedule_has_poison_and_malformed_entries(self) -> None:
+        import random
+
+        rng = random.Random(1)
+        orders = {seq: order_fields(seq, rng) for seq in range(1, 61)}
+        assert '"currency": "XXX"' in orders[3]["payload"]
+        assert '"currency": "XXX"' in orders[23]["payload"]
+        with pytest.raises(PermanentFailure, match="not valid JSON"):
+            normal(_job(orders[11]))
+        with pytest.raises(ValueError, match="unsupported currency 'XXX'"):
+            normal(_job(orders[3], attempt=4))
+        normal(_job(orders[1]))  # a good order simply succeeds
+
+    def test_invalid_email_address_is_a_permanent_failure(self) -> None:
+        import random
+
+        rng = random.Random(1)
+        bounce, good = email_fields(2, rng), email_fields(3, rng)
+        assert "api_token" in bounce  # shows the dashboard's redaction
+        with pytest.raises(PermanentFailure, match="550 mailbox unavailable"):
+            normal(_job(bounce, stream=EMAILS))
+        normal(_job(good, stream=EMAILS))
+
+
+class DemoHandlerTests:
+    good = {"payload": '{"order": 1, "currency": "EUR"}'}
+
+    def test_flaky_fails_transiently_at_its_rate(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("ACKBOARD_DEMO_FLAKY_RATE", "1")
+        with pytest.raises(TimeoutError, match="attempt 2"):
+            flaky(_job(self.good, attempt=2))
+        monkeypatch.setenv("ACKBOARD_DEMO_FLAKY_RATE", "0")
+        flaky(_job(self.good))
+
+    def test_slow_is_async_and_honours_its_time_limit(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("ACKBOARD_DEMO_SLOW_MS", "40")
+        started = time.monotonic()
+        asyncio.run(slow(_job(self.good)))
+        assert 0.009 <= time.monotonic() - started < 1.0
+        with pytest.raises(ValueError, match="unsupported currency"):
+            asyncio.run(slow(_job({"payload": '{"currency": "XXX"}'})))
+
+
+class DemoProducerTests:
+    def test_groups_are_created_at_the_start_and_kept(self, demo_client: redis.Redis) -> None:
+        demo_client.xadd(ORDERS, {"payload": "{}"})
+        demo_groups_create(client=demo_client)
+        demo_groups_create(client=demo_client)  # BUSYGROUP is fine
+        groups = {g["name"]: g for g in demo_client.xinfo_groups(ORDERS)}
+        assert set(groups) == {b"billing", b"shipping"}
+        # Created at 0, so entries added before the workers start are still delivered.
+        assert groups[b"billing"]["last-delivered-id"] == b"0-0"
+        assert demo_client.xinfo_groups(EMAILS)[0]["name"] == b"mailer"
+
+    def test_add_appends_orders_and_emails(self, demo_client: redis.Redis) -> None:
+        producer = Producer(client=demo_client, rate=0, seed=7)
+        producer.add(orders=5, emails=3)
+        producer.add(orders=1, emails=0)
+        assert demo_client.xlen(ORDERS) == 6
+        assert demo_client.xlen(EMAILS) == 3
+        last = demo_client.xrevrange(ORDERS, count=1)[0][1]
+        assert b'"order": 6' in last[b"payload"]
+
+    def test_thread_produces_at_its_rate_and_stops(self, demo_client: redis.Redis) -> None:
+        producer = Producer(client=demo_client, rate=50)
+        producer.start()
+        time.sleep(0.5)
+        producer.stop()
+        produced = demo_client.xlen(ORDERS)
+        assert 5 <= produced <= 40
+        time.sleep(0.1)
+        assert demo_client.xlen(ORDERS) == produced  # stopped means stopped
+
+    def test_reset_deletes_demo_keys_only(self, demo_client: redis.Redis) -> None:
+        demo_client.xadd(ORDERS, {"a": "1"})
+        demo_client.xadd(stream_keys(ORDERS).dlq, {"a": "1"})
+        demo_client.set("not-demo:keep", "1")
+        try:
+            assert demo_reset(client=demo_client) == 2
+            assert demo_client.exists(ORDERS, stream_keys(ORDERS).dlq) == 0
+            assert demo_client.get("not-demo:keep") == b"1"
+        finally:
+            demo_client.delete("not-demo:keep")
+
+
+class DemoAdminTests:
+    @pytest.mark.django_db
+    def test_password_is_generated_and_reset_on_rerun(self, django_user_model: Any) -> None:
+        from django.contrib.auth import authenticate
+
+        from dashboard.management.commands.demo import admin_password_reset
+
+        first, created = admin_password_reset()
+        assert created
+        user = django_user_model.objects.get(username="admin")
+        assert user.is_superuser and user.is_staff
+        second, created_again = admin_password_reset()
+        assert not created_again
+        assert first != second and len(second) >= 16
+        assert authenticate(username="admin", password=first) is None
+        assert authenticate(username="admin", password=second) is not None
+
+
+def _alive(pid: int) -> bool:
+    """Running (not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live descendant of ``pid``, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _wait_gone(pids: set[int], timeout: float) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {p for p in pids if _alive(p)}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+class SupervisorTests:
+    def test_stop_terminates_and_reaps_every_child(self, tmp_path: Path) -> None:
+        sup = Supervisor(env=dict(os.environ), log_dir=tmp_path, cwd=tmp_path)
+        a = sup.start("a", ["sleep", "60"])
+        # A child that ignores SIGTERM is SIGKILLed after the timeout, with its own child.
+        b = sup.start("b", ["sh", "-c", "trap '' TERM; sleep 60 & wait"])
+        time.sleep(0.2)
+        grandchildren = _descendants(b.pid)
+        assert grandchildren
+        sup.stop(timeout=0.5)
+        assert a.proc.returncode is not None and b.proc.returncode is not None
+        assert not _wait_gone(grandchildren | {a.pid, b.pid}, 3)
+
+    def test_a_killed_child_is_not_reported_as_crashed(self, tmp_path: Path) -> None:
+        sup = Supervisor(env=dict(os.environ), log_dir=tmp_path, cwd=tmp_path)
+        doomed = sup.start("doomed", ["sleep", "60"])
+        crasher = sup.start("crasher", ["sh", "-c", "echo boom; exit 3"])
+        crasher.proc.wait()
+        sup.kill(doomed)
+        assert doomed.proc.returncode == -signal.SIGKILL
+        assert sup.crashed() == [crasher]
+        assert "boom" in crasher.log_tail()
+        sup.stop()
+
+    def test_children_die_with_a_killed_parent(self, tmp_path: Path) -> None:
+        script = textwrap.dedent(
+            f"""
+            import os, sys, time
+            sys.path.insert(0, {str(ROOT)!r})
+            from pathlib import Path
+            from dashboard.demo.supervisor import Supervisor
+            sup = Supervisor(env=dict(os.environ), log_dir=Path({str(tmp_path)!r}), cwd=Path("."))
+            print(sup.start("sleeper", ["sleep", "60"]).pid, flush=True)
+            time.sleep(60)
+            """
+        )
+        parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+        parent.kill()  # SIGKILL: no cleanup code runs in the parent
+        parent.wait()
+        assert not _wait_gone({child}, 5), "the child outlived its SIGKILLed parent"
+
+
+class _Lines:
+    """Reads a process's output on a thread, so the test can wait with a timeout."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        assert proc.stdout is not None
+        stdout = proc.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                self.lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def until(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.seen:
+                match = re.search(pattern, line)
+                if match:
+                    return match
+            try:
+                self.seen.append(self.lines.get(timeout=max(deadline - time.monotonic(), 0.01)))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no line matching {pattern!r} in {timeout} s; output:\n" + "".join(self.seen)
+                ) from None
+
+
+def _demo_env(home: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "ACKBOARD_"))
+        and k not in ("REDIS_URL", "VALKEY_URL", "REDIS_TEST_URL")
+    }
+    env["ACKBOARD_HOME"] = str(home)
+    return env
+
+
+def _login(base: str, username: str, password: str) -> urllib.request.OpenerDirector:
+    """Log in over HTTP like a browser: GET the form, POST it with the CSRF token."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with opener.open(base + "login/", timeout=10) as response:
+        html = response.read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+    assert token, html[:500]
+    form = urllib.parse.urlencode(
+        {"username": username, "password": password, "csrfmiddlewaretoken": token.group(1)}
+    ).encode()
+    request = urllib.request.Request(base + "login/", data=form, headers={"Referer": base})
+    with opener.open(request, timeout=10) as response:
+        # A failed login re-renders the form; a good one redirects away from it.
+        assert "/login/" not in response.url, "login refused"
+    assert any(c.name == "sessionid" for c in jar)
+    return opener
+
+
+def _poll(check: Callable[[], object], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+class DemoCommandTests:
+    def test_refuses_a_port_in_use(self, tmp_path: Path) -> None:
+        import socket
+
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            out = subprocess.run(
+                [sys.executable, "manage.py", "demo", "--port", str(port)],
+                cwd=ROOT,
+                env=_demo_env(tmp_path),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        assert out.returncode != 0
+        assert f"127.0.0.1:{port} is in use" in out.stderr

@@ -35,4 +35,10 @@ class RedisErrorMiddleware:
             else "dashboard/redis_error.html"
         )
         html = render_to_string(template, {"problem": problem}, request=request)
-        return HttpResponse(html, status=503)
+        response = HttpResponse(html, status=503)
+        if getattr(request, "htmx", False):
+            # Whatever the request meant to swap, the banner goes into #messages; base.html
+            # tells htmx 2 to swap 503 answers (it swaps no error response by default).
+            response["HX-Retarget"] = "#messages"
+            response["HX-Reswap"] = "innerHTML"
+        return response

@@ -7,12 +7,29 @@ from django.urls import URLPattern, URLResolver, include, path, register_convert
 from dashboard import converters
 from dashboard.views import actions as action_views
 from dashboard.views import audit as audit_views
+from dashboard.views import ops as ops_views
+from dashboard.views import pages as page_views
 
 register_converter(converters.NameConverter, "name")
 register_converter(converters.EntryIdConverter, "entry_id")
 
 # Each helper area adds its own routes to this list; keep one route per line.
 app_patterns: list[URLPattern | URLResolver] = [
+    path("", page_views.overview, name="overview"),
+    path("streams/<name:stream>/", page_views.stream_detail, name="stream-detail"),
+    path(
+        "streams/<name:stream>/groups/<name:group>/",
+        page_views.group_detail,
+        name="group-detail",
+    ),
+    path(
+        "streams/<name:stream>/entries/<entry_id:entry_id>/",
+        page_views.entry_detail,
+        name="entry-detail",
+    ),
+    path("streams/<name:stream>/dlq/", page_views.dlq, name="dlq"),
+    path("metrics", ops_views.metrics, name="metrics"),
+    path("healthz", ops_views.healthz, name="healthz"),
     path("audit/", audit_views.audit_page, name="audit"),
     path("audit.csv", audit_views.audit_csv, name="audit-csv"),
     path(

@@ -56,6 +56,236 @@ class Job:
 # --- selectors (queue_core.selectors) -------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One stream entry: its id and its fields as the exact bytes Redis holds.
+
+    Payload rendering (escaping, decoding, redaction) is the dashboard's job.
+    """
+
+    id: str
+    fields: tuple[tuple[bytes, bytes], ...]
+
+    @property
+    def created_ms(self) -> int:
+        return int(self.id.partition("-")[0])
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One group's O(1) figures (XINFO GROUPS plus the XPENDING summary's oldest id)."""
+
+    name: str
+    consumers: int
+    pending: int
+    lag: int | None
+    oldest_pending_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSummary:
+    """One overview row: a stream's O(1) facts and its groups' worst numbers.
+
+    ``oldest_pending_id`` is the smallest pending id over all groups (its creation time
+    gives the age of the oldest pending entry); ``max_lag`` is None when the server does
+    not know a group's lag (Redis < 7, or after deletions).
+    """
+
+    name: str
+    length: int
+    groups: int
+    consumers: int
+    pending: int
+    max_lag: int | None
+    oldest_pending_id: str | None
+    dlq_length: int
+    failures_length: int
+    last_id: str
+    group_stats: tuple[GroupStats, ...] = ()
+
+    @property
+    def oldest_pending_ms(self) -> int | None:
+        if self.oldest_pending_id is None:
+            return None
+        return int(self.oldest_pending_id.partition("-")[0])
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOverview:
+    """The streams the dashboard may see, from one capped discovery.
+
+    ``truncated`` is True when the cap stopped discovery; ``companions`` counts the
+    dead-letter and failure streams found (shown under their stream, never as queues).
+    """
+
+    streams: tuple[StreamSummary, ...]
+    truncated: bool
+    cap: int
+    companions: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    """XINFO STREAM (never FULL) of one stream, plus its companions' lengths."""
+
+    name: str
+    length: int
+    last_generated_id: str
+    first_id: str | None
+    last_entry_id: str | None
+    max_deleted_entry_id: str | None
+    entries_added: int | None
+    recorded_first_entry_id: str | None
+    groups: int
+    dlq_length: int
+    failures_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """One consumer group, from XINFO GROUPS. ``lag`` is None when the server cannot tell."""
+
+    name: str
+    consumers: int
+    pending: int
+    last_delivered_id: str
+    entries_read: int | None
+    lag: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    """One consumer, from XINFO CONSUMERS. ``inactive_ms`` needs Redis 7.2+, else None."""
+
+    name: str
+    pending: int
+    idle_ms: int
+    inactive_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRow:
+    """One pending entry of a group, with its payload when the entry still exists.
+
+    ``entry`` is None when the entry was trimmed or deleted while pending (payload missing).
+    """
+
+    id: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+    entry: StreamEntry | None = None
+
+    @property
+    def payload_missing(self) -> bool:
+        return self.entry is None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPage:
+    """One page of a group's pending entries, in id order from ``start``.
+
+    ``next_start`` is the id the next page starts after (None at the end of the PEL).
+    With an idle filter the page is bounded: ``scanned`` pending entries were looked at,
+    up to ``scanned_to`` (inclusive); ``exhausted`` is False when the scan budget ran out
+    before 50 matches were found, and the next request continues from ``next_start``.
+    """
+
+    rows: tuple[PendingRow, ...]
+    start: str | None
+    next_start: str | None
+    scanned: int
+    scanned_to: str | None
+    budget_hit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDetail:
+    """Everything the group page shows but the pending rows: one pipelined round trip."""
+
+    stream: StreamInfo
+    group: GroupInfo
+    consumers: tuple[ConsumerInfo, ...]
+    pending: int
+    oldest_pending_id: str | None
+    newest_pending_id: str | None
+
+    @property
+    def oldest_pending_ms(self) -> int | None:
+        if self.oldest_pending_id is None:
+            return None
+        return int(self.oldest_pending_id.partition("-")[0])
+
+
+@dataclass(frozen=True, slots=True)
+class EntryGroupState:
+    """Where one entry stands in one group.
+
+    ``state`` is ``pending`` (delivered, not acked: ``pending_row`` says to whom),
+    ``acked`` (delivered and acknowledged) or ``waiting`` (not delivered yet).
+    """
+
+    group: str
+    state: str
+    pending_row: PendingRow | None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryDetail:
+    """One entry and its state in every group. ``entry`` is None when it was trimmed."""
+
+    stream: str
+    id: str
+    entry: StreamEntry | None
+    groups: tuple[EntryGroupState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRow:
+    """One dead-lettered entry: its origin metadata and its original fields."""
+
+    id: str
+    origin_id: str
+    group: str
+    consumer: str
+    reason: str
+    deliveries: int | None
+    last_error: str
+    operator: str
+    dead_lettered_at_ms: int | None
+    payload_missing: bool
+    entry: StreamEntry
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    """Newest-first page of a stream's dead-letter stream; ``next_before`` pages on."""
+
+    stream: str
+    length: int
+    rows: tuple[DeadLetterRow, ...]
+    before: str | None
+    next_before: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPage:
+    """Newest-first page of a stream's entries; ``next_before`` pages on (None at the end)."""
+
+    entries: tuple[StreamEntry, ...]
+    before: str | None
+    next_before: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDetail:
+    """The stream page: facts, groups and the newest entries, in one round trip."""
+
+    info: StreamInfo
+    groups: tuple[GroupInfo, ...]
+    entries: EntryPage
+
+
 # --- services (queue_core.services) ---------------------------------------------------
 
 

@@ -1,0 +1,189 @@
+"""Operations endpoints: ``/metrics`` (Prometheus text format) and ``/healthz``.
+
+``/metrics`` reports, per stream and group, the same O(1) figures as the overview
+(discovery plus two pipelined round trips), rendered by prometheus-client and cached
+for up to ``METRICS_TTL_S`` so that several scrapers cost Redis one collection a
+second at most. It is readable by a logged-in user with ``dashboard.view_queues``, or by
+a scraper sending ``Authorization: Bearer <ACKBOARD_METRICS_TOKEN>`` when that setting
+is set. ``/healthz`` is public and says only whether the process is alive and Redis
+answers a PING within the dashboard's timeout.
+
+Neither endpoint writes to Redis or to the database.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dashboard.connection import get_redis
+from dashboard.permissions import VIEW_QUEUES
+from queue_core import selectors
+from queue_core.types import StreamOverview
+
+#: How long one collection is served to every scraper.
+METRICS_TTL_S = 1.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _OverviewCollector(Collector):
+    """Turns one ``StreamOverview`` into gauge families (a fresh registry per collection)."""
+
+    def __init__(self, overview: StreamOverview, now_ms: int, took_s: float) -> None:
+        self.overview = overview
+        self.now_ms = now_ms
+        self.took_s = took_s
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        s_labels = ["stream"]
+        g_labels = ["stream", "group"]
+        length = GaugeMetricFamily(
+            "ackboard_stream_length", "Entries in the stream", labels=s_labels
+        )
+        dlq = GaugeMetricFamily(
+            "ackboard_stream_dead_letter_length",
+            "Entries in the dead-letter stream",
+            labels=s_labels,
+        )
+        failures = GaugeMetricFamily(
+            "ackboard_stream_failure_log_length",
+            "Entries in the capped failure log ({S}:failures)",
+            labels=s_labels,
+        )
+        pending = GaugeMetricFamily(
+            "ackboard_group_pending", "Delivered but unacknowledged entries", labels=g_labels
+        )
+        lag = GaugeMetricFamily(
+            "ackboard_group_lag",
+            "Entries not yet delivered to the group (absent when the server cannot tell)",
+            labels=g_labels,
+        )
+        oldest = GaugeMetricFamily(
+            "ackboard_group_oldest_pending_age_seconds",
+            "Age of the oldest pending entry (from its id), 0 when nothing is pending",
+            labels=g_labels,
+        )
+        consumers = GaugeMetricFamily(
+            "ackboard_group_consumers", "Consumers in the group", labels=g_labels
+        )
+        for s in self.overview.streams:
+            length.add_metric([s.name], s.length)
+            dlq.add_metric([s.name], s.dlq_length)
+            failures.add_metric([s.name], s.failures_length)
+            for g in s.group_stats:
+                labels = [s.name, g.name]
+                pending.add_metric(labels, g.pending)
+                consumers.add_metric(labels, g.consumers)
+                if g.lag is not None:
+                    lag.add_metric(labels, g.lag)
+                age = 0.0
+                if g.oldest_pending_id:
+                    created = int(g.oldest_pending_id.partition("-")[0])
+                    age = max(0.0, (self.now_ms - created) / 1000)
+                oldest.add_metric(labels, age)
+        yield from (length, dlq, failures, pending, lag, oldest, consumers)
+        yield GaugeMetricFamily(
+            "ackboard_streams", "Streams reported", value=len(self.overview.streams)
+        )
+        yield GaugeMetricFamily(
+            "ackboard_streams_truncated",
+            "1 when ACKBOARD_MAX_STREAMS cut discovery short",
+            value=int(self.overview.truncated),
+        )
+        yield GaugeMetricFamily(
+            "ackboard_collect_seconds", "Time the last collection took", value=self.took_s
+        )
+
+
+@dataclass
+class _Cached:
+    key: tuple[object, ...]
+    at: float
+    body: bytes
+
+
+_lock = threading.Lock()
+_cache: _Cached | None = None
+
+
+def metrics_text(*, client: redis.Redis) -> bytes:
+    """The Prometheus exposition of every visible stream; one collection per TTL."""
+    global _cache
+    key = (
+        settings.ACKBOARD_REDIS_URL,
+        tuple(settings.ACKBOARD_STREAMS),
+        settings.ACKBOARD_MAX_STREAMS,
+    )
+    now = time.monotonic()
+    cached = _cache
+    if cached is not None and cached.key == key and now - cached.at < METRICS_TTL_S:
+        return cached.body
+    # One collector at a time: concurrent scrapes wait for it and share its result.
+    with _lock:
+        cached = _cache
+        now = time.monotonic()
+        if cached is not None and cached.key == key and now - cached.at < METRICS_TTL_S:
+            return cached.body
+        started = time.perf_counter()
+        overview = selectors.stream_overview(
+            client=client,
+            patterns=tuple(settings.ACKBOARD_STREAMS),
+            cap=settings.ACKBOARD_MAX_STREAMS,
+        )
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(
+            _OverviewCollector(overview, int(time.time() * 1000), time.perf_counter() - started)
+        )
+        body = generate_latest(registry)
+        _cache = _Cached(key=key, at=time.monotonic(), body=body)
+        return body
+
+
+def _scraper_allowed(request: HttpRequest) -> bool:
+    if request.user.is_authenticated and request.user.has_perm(VIEW_QUEUES):
+        return True
+    token: str = getattr(settings, "ACKBOARD_METRICS_TOKEN", "") or ""
+    sent = request.headers.get("Authorization", "")
+    return bool(token) and hmac.compare_digest(sent.encode(), f"Bearer {token}".encode())
+
+
+@require_GET
+@never_cache
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _scraper_allowed(request):
+        return HttpResponse(
+            "Log in with the view_queues permission, or send Authorization: Bearer "
+            "<ACKBOARD_METRICS_TOKEN>.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    return HttpResponse(metrics_text(client=get_redis()), content_type=CONTENT_TYPE)
+
+
+@require_GET
+@never_cache
+def healthz(request: HttpRequest) -> HttpResponse:
+    """200 ``ok`` when Redis answers PING within the dashboard timeout, else 503."""
+    started = time.perf_counter()
+    try:
+        get_redis().ping()
+    except redis.RedisError as exc:
+        return HttpResponse(
+            f"redis unavailable: {type(exc).__name__}\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    took = (time.perf_counter() - started) * 1000
+    return HttpResponse(f"ok redis {took:.1f} ms\n", content_type="text/plain; charset=utf-8")

@@ -1,0 +1,480 @@
+"""The read pages: Overview, Stream, Group, Entry and Dead-letter.
+
+Each page has a ``<page>_context(*, client, …) -> dict`` that the view and the live
+broadcaster both call, so a pushed partial and a reloaded page never differ. Contexts
+hold dataclasses only (selector results and the small view rows below), never raw Redis
+replies. Views are thin: parse and validate the URL and query (400 for malformed input,
+404 for names outside the allowlist or that do not exist), call one context function,
+render the page or, for htmx, the partial the request targets.
+
+This module never writes to Redis. Payload text goes through ``dashboard.payloads`` and
+is escaped by the templates.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard import failures as failure_index
+from dashboard import payloads
+from dashboard.connection import get_redis
+from dashboard.permissions import queues_view_required
+from queue_core import selectors
+from queue_core.keys import MAX_NAME_LENGTH, allowed, companion_parent
+from queue_core.services import MAX_IDLE_MS, entry_id_check
+from queue_core.types import (
+    DeadLetterRow,
+    EntryGroupState,
+    PendingRow,
+    StreamEntry,
+    StreamSummary,
+)
+
+#: An entry pending for longer than this marks its stream "stuck" on the overview.
+STUCK_MS = 5 * 60 * 1000
+#: Failures in the last hour at or above this mark a stream "failing" (red), below it amber.
+FAILING_PER_HOUR = 100
+#: A group this far behind with no consumer is flagged.
+_DIGITS = re.compile(r"\A\d{1,15}\Z")
+#: Idle presets offered by the group page's filter, in seconds.
+IDLE_PRESETS = (0, 10, 60, 300, 1800, 3600, 86400)
+
+
+# --- view rows --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """A stream's badge: ``level`` is ok, warn, bad or idle; ``reasons`` go in the title."""
+
+    level: str
+    label: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewRow:
+    summary: StreamSummary
+    failures_last_hour: int
+    health: Health
+
+    @property
+    def name(self) -> str:
+        return self.summary.name
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRow:
+    """A stream entry in the stream page's newest-first table."""
+
+    id: str
+    preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRowView:
+    """A pending-table row: the pending entry, its payload preview and last failure."""
+
+    id: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+    preview: str
+    payload_missing: bool
+    last_failure: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFilters:
+    consumer: str
+    min_idle_s: int
+    start: str
+
+    @property
+    def active(self) -> bool:
+        return bool(self.consumer or self.min_idle_s)
+
+    def query(self, start: str | None) -> str:
+        """The query string of this filter from ``start`` (for pager links)."""
+        from urllib.parse import urlencode
+
+        params = {
+            k: v
+            for k, v in (
+                ("consumer", self.consumer),
+                ("min_idle", str(self.min_idle_s) if self.min_idle_s else ""),
+                ("start", start or ""),
+            )
+            if v
+        }
+        return urlencode(params)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRowView:
+    row: DeadLetterRow
+    preview: str
+    fields: list[payloads.FieldView]
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+
+# --- health -----------------------------------------------------------------------------
+
+
+def stream_health(*, summary: StreamSummary, failures_last_hour: int, now_ms: int) -> Health:
+    """The overview badge of one stream, worst reason first."""
+    bad: list[str] = []
+    warn: list[str] = []
+    oldest = summary.oldest_pending_ms
+    if oldest is not None and now_ms - oldest > STUCK_MS:
+        bad.append("an entry has been pending for more than 5 min")
+    if failures_last_hour >= FAILING_PER_HOUR:
+        bad.append(f"{failures_last_hour} failures in the last hour")
+    elif failures_last_hour:
+        warn.append(f"{failures_last_hour} failures in the last hour")
+    if summary.dlq_length:
+        warn.append(f"{summary.dlq_length} dead-lettered")
+    for g in summary.group_stats:
+        if g.consumers == 0 and (g.pending or g.lag):
+            warn.append(f"group {g.name} has work but no consumers")
+    if bad:
+        label = "stuck" if "pending" in bad[0] else "failing"
+        return Health("bad", label, tuple(bad + warn))
+    if warn:
+        return Health("warn", "attention", tuple(warn))
+    if not summary.groups:
+        return Health("idle", "no groups", ("nobody consumes this stream",))
+    return Health("ok", "ok", ("no stuck entries, failures or dead letters",))
+
+
+# --- contexts (shared with dashboard.broadcaster) ---------------------------------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _check_visible(stream: str) -> None:
+    """404 for a stream the allowlist hides, and for companions (they live under a stream)."""
+    if not allowed(stream, tuple(settings.ACKBOARD_STREAMS)) or companion_parent(stream):
+        raise Http404("No such stream here.")
+
+
+def overview_context(*, client: redis.Redis) -> dict[str, Any]:
+    """Every visible stream with its health: SCAN, two pipelined round trips, one SQL query."""
+    overview = selectors.stream_overview(
+        client=client,
+        patterns=tuple(settings.ACKBOARD_STREAMS),
+        cap=settings.ACKBOARD_MAX_STREAMS,
+    )
+    now_ms = _now_ms()
+    # One grouped query on the failure index; no Redis reads, whatever the stream count.
+    failures = failure_index.failures_count_since(
+        streams=[s.name for s in overview.streams],
+        since=timezone.now() - timedelta(hours=1),
+    )
+    rows = [
+        OverviewRow(
+            summary=s,
+            failures_last_hour=failures.get(s.name, 0),
+            health=stream_health(
+                summary=s, failures_last_hour=failures.get(s.name, 0), now_ms=now_ms
+            ),
+        )
+        for s in overview.streams
+    ]
+    return {"overview": overview, "rows": rows, "now_ms": now_ms}
+
+
+def _entry_rows(entries: tuple[StreamEntry, ...]) -> list[EntryRow]:
+    return [EntryRow(id=e.id, preview=payloads.preview(e.fields)) for e in entries]
+
+
+def stream_context(
+    *, client: redis.Redis, stream: str, before: str | None = None
+) -> dict[str, Any]:
+    """Facts, groups and the newest entries of ``stream``: one round trip."""
+    _check_visible(stream)
+    detail = selectors.stream_detail(client=client, stream=stream, before=before)
+    if detail is None:
+        raise Http404("No such stream.")
+    return {
+        "stream": stream,
+        "info": detail.info,
+        "groups": detail.groups,
+        "entries": _entry_rows(detail.entries.entries),
+        "entry_page": detail.entries,
+    }
+
+
+def _pending_view(rows: tuple[PendingRow, ...], failures: dict[str, str]) -> list[PendingRowView]:
+    return [
+        PendingRowView(
+            id=r.id,
+            consumer=r.consumer,
+            idle_ms=r.idle_ms,
+            deliveries=r.deliveries,
+            preview=payloads.preview(r.entry.fields) if r.entry is not None else "",
+            payload_missing=r.entry is None,
+            last_failure=failures.get(r.id, ""),
+        )
+        for r in rows
+    ]
+
+
+def group_context(
+    *,
+    client: redis.Redis,
+    stream: str,
+    group: str,
+    start: str | None = None,
+    consumer: str = "",
+    min_idle_s: int = 0,
+) -> dict[str, Any]:
+    """The group page: header (one round trip), a pending page (one XPENDING, or bounded
+    windows with an idle filter), payload previews (one round trip), last failures (SQL)."""
+    _check_visible(stream)
+    detail = selectors.group_detail(client=client, stream=stream, group=group)
+    if detail is None:
+        raise Http404("No such stream or consumer group.")
+    page = selectors.pending_page(
+        client=client,
+        stream=stream,
+        group=group,
+        start=start,
+        consumer=consumer or None,
+        min_idle_ms=min_idle_s * 1000,
+    )
+    if page is None:
+        raise Http404("No such consumer group.")
+    failures = failure_index.last_failures(
+        stream=stream, group=group, entry_ids=[r.id for r in page.rows]
+    )
+    filters = PendingFilters(consumer=consumer, min_idle_s=min_idle_s, start=start or "")
+    return {
+        "stream": stream,
+        "group": group,
+        "detail": detail,
+        "snapshot_id": detail.stream.last_generated_id,
+        "rows": _pending_view(page.rows, failures),
+        "page": page,
+        "filters": filters,
+        "next_query": filters.query(page.next_start) if page.next_start else "",
+        "first_query": filters.query(None),
+        "idle_presets": IDLE_PRESETS,
+        "scan_budget": selectors.IDLE_SCAN_BUDGET,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStateView:
+    """The entry page's row for one group (``row`` is set when it is pending there)."""
+
+    group: str
+    state: str
+    row: PendingRow | None
+
+
+def entry_context(*, client: redis.Redis, stream: str, entry_id: str) -> dict[str, Any]:
+    """One entry: fields, its state in each group (two round trips), failure history (SQL)."""
+    _check_visible(stream)
+    detail = selectors.entry_detail(client=client, stream=stream, entry_id=entry_id)
+    if detail is None:
+        raise Http404("No such entry.")
+    states: tuple[EntryGroupState, ...] = detail.groups
+    return {
+        "stream": stream,
+        "entry_id": entry_id,
+        "detail": detail,
+        "fields": payloads.fields_view(detail.entry.fields) if detail.entry else [],
+        "states": [GroupStateView(s.group, s.state, s.pending_row) for s in states],
+        "failures": failure_index.failure_history(stream=stream, entry_id=entry_id),
+    }
+
+
+def dlq_context(*, client: redis.Redis, stream: str, before: str | None = None) -> dict[str, Any]:
+    """A newest-first page of the stream's dead-letter stream: one round trip."""
+    _check_visible(stream)
+    page = selectors.dead_letter_page(client=client, stream=stream, before=before)
+    if page is None:
+        raise Http404("No such stream or dead-letter stream.")
+    rows = [
+        DeadLetterRowView(
+            row=row,
+            preview=payloads.preview(row.entry.fields),
+            fields=payloads.fields_view(row.entry.fields),
+        )
+        for row in page.rows
+    ]
+    return {"stream": stream, "page": page, "rows": rows}
+
+
+# --- input ------------------------------------------------------------------------------
+
+
+def _name(value: str, what: str) -> str:
+    if not value or len(value) > MAX_NAME_LENGTH or "\x00" in value:
+        raise BadRequest(f"That {what} name is not valid (1 to {MAX_NAME_LENGTH} characters).")
+    return value
+
+
+def _id(value: str, what: str = "entry id") -> str:
+    try:
+        return entry_id_check(value, what=what)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _optional_id(request: HttpRequest, param: str) -> str | None:
+    value = request.GET.get(param, "").strip()
+    return _id(value, f"'{param}' id") if value else None
+
+
+def _min_idle_s(request: HttpRequest) -> int:
+    value = request.GET.get("min_idle", "").strip()
+    if not value:
+        return 0
+    if not _DIGITS.match(value) or int(value) * 1000 > MAX_IDLE_MS:
+        raise BadRequest("Minimum idle must be a whole number of seconds.")
+    return int(value)
+
+
+def _render(
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    partials: tuple[str, ...],
+    default: str | None,
+) -> HttpResponse:
+    """The page, or for htmx the partial whose id the request targets (else ``default``)."""
+    if getattr(request, "htmx", False):
+        target = request.htmx.target  # type: ignore[attr-defined]
+        name = target if target in partials else default
+        if name:
+            template = f"{template}#{name}"
+    return render(request, template, context)
+
+
+# --- views ------------------------------------------------------------------------------
+
+
+def _bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Malformed input gets the styled 400 page with the reason (Django's own 400
+    handler renders without the request or the message)."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except BadRequest as exc:
+            return render(request, "400.html", {"exception": str(exc)}, status=400)
+
+    return wrapper
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+@_bad_input
+def overview(request: HttpRequest) -> HttpResponse:
+    context = overview_context(client=get_redis())
+    return _render(
+        request, "dashboard/overview.html", context, partials=("stream-table",), default=None
+    )
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+@_bad_input
+def stream_detail(request: HttpRequest, stream: str) -> HttpResponse:
+    stream = _name(stream, "stream")
+    before = _optional_id(request, "before")
+    context = stream_context(client=get_redis(), stream=stream, before=before)
+    return _render(
+        request,
+        "dashboard/stream.html",
+        context,
+        partials=("stream-facts", "group-table", "entry-table"),
+        default="entry-table",
+    )
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+@_bad_input
+def group_detail(request: HttpRequest, stream: str, group: str) -> HttpResponse:
+    stream = _name(stream, "stream")
+    group = _name(group, "group")
+    consumer = request.GET.get("consumer", "").strip()
+    if len(consumer) > MAX_NAME_LENGTH:
+        raise BadRequest("That consumer name is too long.")
+    context = group_context(
+        client=get_redis(),
+        stream=stream,
+        group=group,
+        start=_optional_id(request, "start"),
+        consumer=consumer,
+        min_idle_s=_min_idle_s(request),
+    )
+    return _render(
+        request,
+        "dashboard/group.html",
+        context,
+        partials=("group-summary", "consumer-table", "pending-table"),
+        default="pending-table",
+    )
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+@_bad_input
+def entry_detail(request: HttpRequest, stream: str, entry_id: str) -> HttpResponse:
+    stream = _name(stream, "stream")
+    context = entry_context(client=get_redis(), stream=stream, entry_id=_id(entry_id))
+    return _render(
+        request,
+        "dashboard/entry.html",
+        context,
+        partials=("entry-state", "failure-history"),
+        default=None,
+    )
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+@_bad_input
+def dlq(request: HttpRequest, stream: str) -> HttpResponse:
+    stream = _name(stream, "stream")
+    context = dlq_context(client=get_redis(), stream=stream, before=_optional_id(request, "before"))
+    return _render(
+        request, "dashboard/dlq.html", context, partials=("dlq-table",), default="dlq-table"
+    )

@@ -1,0 +1,564 @@
+"""Reads: what the dashboard shows about streams, groups, consumers and pending entries.
+
+Owns every Redis read the pages make, and their cost. Each selector is keyword-only,
+returns frozen dataclasses from ``queue_core.types`` (raw replies never leave this
+module), and makes a fixed number of pipelined round trips whatever the number of
+streams, groups or rows. It never writes, never calls ``XINFO STREAM FULL`` (it returns
+whole PELs) and never runs an unbounded ``XPENDING … IDLE`` scan.
+
+Costs on a 1,000,000-entry PEL (DESIGN.md §5, benchmarks/dashboard_scale.py): XINFO
+STREAM/GROUPS, XLEN and the XPENDING summary are O(1) or O(groups/consumers); XPENDING
+extended form is O(log n + rows) from any start id, so pages go by start id, never by
+offset. A missing stream or group is ``None`` from the selector, never an exception;
+connection errors and timeouts propagate (the dashboard shows a banner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import redis
+
+from queue_core.keys import RESERVED_PREFIX, CrossSlotName, allowed, companion_parent, stream_keys
+from queue_core.services import entry_id_key
+from queue_core.types import (
+    ConsumerInfo,
+    DeadLetterPage,
+    DeadLetterRow,
+    EntryDetail,
+    EntryGroupState,
+    EntryPage,
+    GroupDetail,
+    GroupInfo,
+    GroupStats,
+    PendingPage,
+    PendingRow,
+    StreamDetail,
+    StreamEntry,
+    StreamInfo,
+    StreamOverview,
+    StreamSummary,
+)
+
+#: Rows per pending page (XPENDING extended form: ~0.13 ms on a 1M PEL at any depth).
+PENDING_PAGE_SIZE = 50
+#: Rows per newest-first page of stream entries and dead-lettered entries.
+ENTRY_PAGE_SIZE = 20
+DLQ_PAGE_SIZE = 50
+#: The idle filter reads the PEL in windows of this many rows and filters them here:
+#: ``XPENDING … IDLE t`` would scan the whole PEL in one command when matches are rare
+#: (~116 ms of blocked Redis on 1M entries). One window costs well under a millisecond
+#: of Redis time and other clients run between windows.
+IDLE_SCAN_WINDOW = 2_000
+#: Most PEL rows one idle-filtered request reads before it stops and offers "continue".
+IDLE_SCAN_BUDGET = 20_000
+#: Keys SCAN examines per call during discovery (one round trip per this many keys).
+SCAN_COUNT = 2_000
+#: XLEN of a name that is never a key answers 0: used for a cross-slot stream's companions.
+_NO_KEY = "\x00ackboard-no-companion"
+
+_META = {
+    name: (RESERVED_PREFIX + name).encode()
+    for name in (
+        "origin-stream",
+        "origin-group",
+        "origin-id",
+        "consumer",
+        "deliveries",
+        "last-error",
+        "reason",
+        "operator",
+        "dead-lettered-at",
+        "payload-missing",
+    )
+}
+_RESERVED = RESERVED_PREFIX.encode()
+
+
+# --- small helpers ----------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    """A name or id from Redis as text; invalid UTF-8 is replaced, for display only."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _raise_transport(replies: Sequence[Any]) -> None:
+    """Connection errors and timeouts inside a pipeline reply are re-raised, not hidden."""
+    for reply in replies:
+        if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
+            raise reply
+
+
+def _missing(reply: Any) -> bool:
+    """A reply that means "no such key / group" (or a key of another type)."""
+    return isinstance(reply, redis.ResponseError)
+
+
+def _companions(stream: str) -> tuple[str, str] | None:
+    try:
+        keys = stream_keys(stream)
+    except CrossSlotName:
+        return None
+    return keys.dlq, keys.failures
+
+
+def _entry(item: Any) -> StreamEntry:
+    entry_id, fields = item
+    pairs = tuple((bytes(k), bytes(v)) for k, v in (fields or {}).items())
+    return StreamEntry(id=_text(entry_id), fields=pairs)
+
+
+def _id_after(entry_id: str) -> str:
+    """An exclusive range start (Redis 6.2+): the ids strictly after ``entry_id``."""
+    return "(" + entry_id
+
+
+def _id_le(a: str, b: str) -> bool:
+    return entry_id_key(a) <= entry_id_key(b)
+
+
+def _stream_info(name: str, info: Mapping[str, Any], dlq_len: Any, failures_len: Any) -> StreamInfo:
+    first = info.get("first-entry")
+    last = info.get("last-entry")
+    max_deleted = _text(info.get("max-deleted-entry-id")) or None
+    return StreamInfo(
+        name=name,
+        length=int(info.get("length", 0)),
+        last_generated_id=_text(info.get("last-generated-id")) or "0-0",
+        first_id=_text(first[0]) if first else None,
+        last_entry_id=_text(last[0]) if last else None,
+        max_deleted_entry_id=None if max_deleted == "0-0" else max_deleted,
+        entries_added=_int(info.get("entries-added")),
+        recorded_first_entry_id=_text(info.get("recorded-first-entry-id")) or None,
+        groups=int(info.get("groups", 0)),
+        dlq_length=dlq_len if isinstance(dlq_len, int) else 0,
+        failures_length=failures_len if isinstance(failures_len, int) else 0,
+    )
+
+
+def _group_info(raw: Mapping[str, Any]) -> GroupInfo:
+    return GroupInfo(
+        name=_text(raw.get("name")),
+        consumers=int(raw.get("consumers", 0)),
+        pending=int(raw.get("pending", 0)),
+        last_delivered_id=_text(raw.get("last-delivered-id")) or "0-0",
+        entries_read=_int(raw.get("entries-read")),
+        lag=_int(raw.get("lag")),
+    )
+
+
+def _pending_row(raw: Mapping[str, Any], entry: StreamEntry | None = None) -> PendingRow:
+    return PendingRow(
+        id=_text(raw["message_id"]),
+        consumer=_text(raw["consumer"]),
+        idle_ms=int(raw["time_since_delivered"]),
+        deliveries=int(raw["times_delivered"]),
+        entry=entry,
+    )
+
+
+# --- discovery and the overview ---------------------------------------------------------
+
+
+def stream_discover(
+    *, client: redis.Redis, patterns: Iterable[str], cap: int
+) -> tuple[tuple[str, ...], bool, int]:
+    """Stream names matching the allowlist, without companions: (names, truncated, companions).
+
+    Cost: ``SCAN … MATCH p TYPE stream COUNT 2000`` per pattern, one round trip per
+    2,000 keys of the whole keyspace (SCAN cannot skip other keys); it stops once
+    ``cap`` streams are found. On a cluster, run it against each primary. Names that
+    are not valid UTF-8 cannot be addressed by the dashboard and are left out.
+    """
+    patterns = tuple(patterns)
+    found: set[str] = set()
+    companions = 0
+    for pattern in patterns:
+        for raw in client.scan_iter(match=pattern, count=SCAN_COUNT, _type="stream"):
+            try:
+                name = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if not allowed(name, patterns) or name in found:
+                continue
+            if companion_parent(name) is not None:
+                companions += 1
+                continue
+            if len(found) >= cap:
+                return tuple(sorted(found)), True, companions
+            found.add(name)
+    return tuple(sorted(found)), False, companions
+
+
+def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[StreamSummary, ...]:
+    """The overview row of each stream, in two pipelined round trips for any number.
+
+    Round 1, per stream: XINFO STREAM, XINFO GROUPS, XLEN of the DLQ and of the failure
+    log (O(1) / O(groups)). Round 2: the XPENDING summary (O(consumers)) of each group
+    with pending entries, for the oldest pending id. Streams deleted since discovery
+    are left out.
+    """
+    if not streams:
+        return ()
+    pipe = client.pipeline(transaction=False)
+    for name in streams:
+        pipe.xinfo_stream(name)
+        pipe.xinfo_groups(name)
+        companions = _companions(name)
+        # A cross-slot name has no companions: XLEN of a name that is never a key is 0.
+        pipe.xlen(companions[0] if companions else _NO_KEY)
+        pipe.xlen(companions[1] if companions else _NO_KEY)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+
+    rows: list[tuple[str, StreamInfo, list[GroupInfo]]] = []
+    wanted: list[tuple[int, str]] = []
+    for i, name in enumerate(streams):
+        info, groups_raw, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
+        if _missing(info) or not isinstance(info, dict):
+            continue
+        groups = [] if _missing(groups_raw) else [_group_info(g) for g in groups_raw]
+        rows.append((name, _stream_info(name, info, dlq_len, failures_len), groups))
+        wanted.extend((len(rows) - 1, g.name) for g in groups if g.pending > 0)
+
+    oldest: dict[tuple[int, str], str | None] = {}
+    if wanted:
+        pipe = client.pipeline(transaction=False)
+        for row, group in wanted:
+            pipe.xpending(rows[row][0], group)
+        pending_replies = pipe.execute(raise_on_error=False)
+        _raise_transport(pending_replies)
+        for key, reply in zip(wanted, pending_replies, strict=True):
+            if isinstance(reply, dict) and reply.get("min") is not None:
+                oldest[key] = _text(reply["min"])
+
+    out: list[StreamSummary] = []
+    for index, (name, info, groups) in enumerate(rows):
+        stats = tuple(
+            GroupStats(
+                name=g.name,
+                consumers=g.consumers,
+                pending=g.pending,
+                lag=g.lag,
+                oldest_pending_id=oldest.get((index, g.name)),
+            )
+            for g in groups
+        )
+        oldest_ids = [s.oldest_pending_id for s in stats if s.oldest_pending_id]
+        lags = [g.lag for g in groups if g.lag is not None]
+        out.append(
+            StreamSummary(
+                name=name,
+                length=info.length,
+                groups=len(groups),
+                consumers=sum(g.consumers for g in groups),
+                pending=sum(g.pending for g in groups),
+                max_lag=max(lags) if lags else None,
+                oldest_pending_id=min(oldest_ids, key=entry_id_key) if oldest_ids else None,
+                dlq_length=info.dlq_length,
+                failures_length=info.failures_length,
+                last_id=info.last_generated_id,
+                group_stats=stats,
+            )
+        )
+    return tuple(out)
+
+
+def stream_overview(*, client: redis.Redis, patterns: Iterable[str], cap: int) -> StreamOverview:
+    """Discovery plus the summaries: SCAN round trips plus two pipelined ones."""
+    names, truncated, companions = stream_discover(client=client, patterns=patterns, cap=cap)
+    return StreamOverview(
+        streams=stream_summaries(client=client, streams=names),
+        truncated=truncated,
+        cap=cap,
+        companions=companions,
+    )
+
+
+# --- one stream -------------------------------------------------------------------------
+
+
+def stream_detail(
+    *, client: redis.Redis, stream: str, before: str | None = None, count: int = ENTRY_PAGE_SIZE
+) -> StreamDetail | None:
+    """Facts, groups and one newest-first page of entries: one round trip of five O(1)-ish
+    commands (XREVRANGE is O(log n + count)). None when the stream does not exist."""
+    companions = _companions(stream)
+    pipe = client.pipeline(transaction=False)
+    pipe.xinfo_stream(stream)
+    pipe.xinfo_groups(stream)
+    pipe.xlen(companions[0] if companions else _NO_KEY)
+    pipe.xlen(companions[1] if companions else _NO_KEY)
+    pipe.xrevrange(stream, max=_id_after(before) if before else "+", min="-", count=count + 1)
+    info, groups_raw, dlq_len, failures_len, entries_raw = pipe.execute(raise_on_error=False)
+    _raise_transport([info, groups_raw, dlq_len, failures_len, entries_raw])
+    if _missing(info) or not isinstance(info, dict):
+        return None
+    entries = [] if _missing(entries_raw) else [_entry(e) for e in entries_raw]
+    more = len(entries) > count
+    entries = entries[:count]
+    return StreamDetail(
+        info=_stream_info(stream, info, dlq_len, failures_len),
+        groups=() if _missing(groups_raw) else tuple(_group_info(g) for g in groups_raw),
+        entries=EntryPage(
+            entries=tuple(entries),
+            before=before,
+            next_before=entries[-1].id if more and entries else None,
+        ),
+    )
+
+
+# --- one group --------------------------------------------------------------------------
+
+
+def group_detail(*, client: redis.Redis, stream: str, group: str) -> GroupDetail | None:
+    """The group page's header: one round trip of XINFO STREAM, XINFO GROUPS, XINFO
+    CONSUMERS (O(consumers)), the XPENDING summary and two XLENs. None when the stream
+    or the group does not exist."""
+    companions = _companions(stream)
+    pipe = client.pipeline(transaction=False)
+    pipe.xinfo_stream(stream)
+    pipe.xinfo_groups(stream)
+    pipe.xinfo_consumers(stream, group)
+    pipe.xpending(stream, group)
+    pipe.xlen(companions[0] if companions else _NO_KEY)
+    pipe.xlen(companions[1] if companions else _NO_KEY)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    info, groups_raw, consumers_raw, summary, dlq_len, failures_len = replies
+    if _missing(info) or _missing(consumers_raw) or _missing(summary):
+        return None
+    found = [g for g in groups_raw if _text(g.get("name")) == group]
+    if not found:
+        return None
+    consumers = tuple(
+        ConsumerInfo(
+            name=_text(c.get("name")),
+            pending=int(c.get("pending", 0)),
+            idle_ms=int(c.get("idle", 0)),
+            inactive_ms=_int(c.get("inactive")),
+        )
+        for c in consumers_raw
+    )
+    return GroupDetail(
+        stream=_stream_info(stream, info, dlq_len, failures_len),
+        group=_group_info(found[0]),
+        consumers=consumers,
+        pending=int(summary.get("pending", 0)),
+        oldest_pending_id=_text(summary.get("min")) or None,
+        newest_pending_id=_text(summary.get("max")) or None,
+    )
+
+
+def entries_fetch(
+    *, client: redis.Redis, stream: str, ids: Sequence[str]
+) -> dict[str, StreamEntry]:
+    """The entries with ``ids`` (one ``XRANGE id id`` each, one round trip, O(log n) each).
+
+    Ids that were trimmed or deleted are absent from the result.
+    """
+    if not ids:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for entry_id in ids:
+        pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    found: dict[str, StreamEntry] = {}
+    for reply in replies:
+        if isinstance(reply, list) and reply and reply[0][1] is not None:
+            entry = _entry(reply[0])
+            found[entry.id] = entry
+    return found
+
+
+def pending_page(
+    *,
+    client: redis.Redis,
+    stream: str,
+    group: str,
+    start: str | None = None,
+    consumer: str | None = None,
+    min_idle_ms: int = 0,
+    count: int = PENDING_PAGE_SIZE,
+    budget: int = IDLE_SCAN_BUDGET,
+    window: int = IDLE_SCAN_WINDOW,
+    with_entries: bool = True,
+) -> PendingPage | None:
+    """One page of pending entries after ``start`` (exclusive), in id order.
+
+    Without an idle filter: one ``XPENDING key group (start + count+1 [consumer]``,
+    O(log n + count) at any depth, plus one pipelined round trip of ``XRANGE id id``
+    per row for the payloads. With ``min_idle_ms``: windows of ``window`` rows are read
+    and filtered here, at most ``budget`` rows per request; when the budget runs out
+    first the page says how far it looked (``scanned_to``) and where to continue.
+    None when the stream or group does not exist.
+    """
+    cursor = _id_after(start) if start else "-"
+    scanned = 0
+    rows: list[PendingRow] = []
+    last_seen: str | None = None
+    budget_hit = False
+    more = False
+    try:
+        if min_idle_ms <= 0:
+            raw = client.xpending_range(
+                stream, group, min=cursor, max="+", count=count + 1, consumername=consumer
+            )
+            scanned = len(raw)
+            more = len(raw) > count
+            rows = [_pending_row(r) for r in raw[:count]]
+            last_seen = rows[-1].id if rows else None
+        else:
+            while True:
+                take = min(window, budget - scanned)
+                raw = client.xpending_range(
+                    stream, group, min=cursor, max="+", count=take, consumername=consumer
+                )
+                for item in raw:
+                    scanned += 1
+                    if int(item["time_since_delivered"]) >= min_idle_ms:
+                        if len(rows) == count:
+                            more = True
+                            break
+                        rows.append(_pending_row(item))
+                    last_seen = _text(item["message_id"])
+                if more:
+                    break
+                if len(raw) < take:
+                    break  # the end of the PEL
+                cursor = _id_after(_text(raw[-1]["message_id"]))
+                if scanned >= budget:
+                    budget_hit = True
+                    more = True
+                    break
+    except redis.ResponseError as exc:
+        if str(exc).startswith(("NOGROUP", "WRONGTYPE")):
+            return None
+        raise
+    if with_entries and rows:
+        entries = entries_fetch(client=client, stream=stream, ids=[r.id for r in rows])
+        rows = [
+            PendingRow(
+                id=r.id,
+                consumer=r.consumer,
+                idle_ms=r.idle_ms,
+                deliveries=r.deliveries,
+                entry=entries.get(r.id),
+            )
+            for r in rows
+        ]
+    return PendingPage(
+        rows=tuple(rows),
+        start=start,
+        next_start=last_seen if more else None,
+        scanned=scanned,
+        scanned_to=last_seen,
+        budget_hit=budget_hit,
+    )
+
+
+# --- one entry --------------------------------------------------------------------------
+
+
+def entry_detail(*, client: redis.Redis, stream: str, entry_id: str) -> EntryDetail | None:
+    """One entry and where it stands in each group: two round trips (XRANGE id id and
+    XINFO GROUPS, then one ``XPENDING key group id id 1`` per group, O(log n) each).
+
+    None when the stream does not exist, or the entry is neither in the stream nor
+    pending anywhere. ``entry_id`` must be a valid id (``services.entry_id_check``).
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
+    pipe.xinfo_groups(stream)
+    found, groups_raw = pipe.execute(raise_on_error=False)
+    _raise_transport([found, groups_raw])
+    if _missing(groups_raw):
+        return None
+    groups = [_group_info(g) for g in groups_raw]
+    entry = _entry(found[0]) if isinstance(found, list) and found and found[0][1] else None
+    pending: list[Any] = []
+    if groups:
+        pipe = client.pipeline(transaction=False)
+        for g in groups:
+            pipe.xpending_range(stream, g.name, min=entry_id, max=entry_id, count=1)
+        pending = pipe.execute(raise_on_error=False)
+        _raise_transport(pending)
+    states: list[EntryGroupState] = []
+    for g, reply in zip(groups, pending, strict=True):
+        if isinstance(reply, list) and reply:
+            states.append(EntryGroupState(g.name, "pending", _pending_row(reply[0], entry)))
+        elif _id_le(entry_id, g.last_delivered_id):
+            states.append(EntryGroupState(g.name, "acked", None))
+        else:
+            states.append(EntryGroupState(g.name, "waiting", None))
+    if entry is None and not any(s.state == "pending" for s in states):
+        return None
+    return EntryDetail(stream=stream, id=entry_id, entry=entry, groups=tuple(states))
+
+
+# --- the dead-letter stream -------------------------------------------------------------
+
+
+def _dead_letter_row(item: Any) -> DeadLetterRow:
+    entry_id, fields = item
+    fields = fields or {}
+    meta = {name: fields.get(key) for name, key in _META.items()}
+    original = tuple(
+        (bytes(k), bytes(v)) for k, v in fields.items() if not bytes(k).startswith(_RESERVED)
+    )
+    return DeadLetterRow(
+        id=_text(entry_id),
+        origin_id=_text(meta["origin-id"]),
+        group=_text(meta["origin-group"]),
+        consumer=_text(meta["consumer"]),
+        reason=_text(meta["reason"]),
+        deliveries=_int(meta["deliveries"]),
+        last_error=_text(meta["last-error"]),
+        operator=_text(meta["operator"]),
+        dead_lettered_at_ms=_int(meta["dead-lettered-at"]),
+        payload_missing=meta["payload-missing"] == b"1",
+        entry=StreamEntry(id=_text(entry_id), fields=original),
+    )
+
+
+def dead_letter_page(
+    *, client: redis.Redis, stream: str, before: str | None = None, count: int = DLQ_PAGE_SIZE
+) -> DeadLetterPage | None:
+    """Newest-first page of ``{S}:dlq``: one round trip (EXISTS, XLEN, XREVRANGE, all
+    O(log n + count)). None when neither the stream nor its DLQ exists."""
+    companions = _companions(stream)
+    if companions is None:
+        return None
+    dlq = companions[0]
+    pipe = client.pipeline(transaction=False)
+    pipe.exists(stream)
+    pipe.xlen(dlq)
+    pipe.xrevrange(dlq, max=_id_after(before) if before else "+", min="-", count=count + 1)
+    exists, length, raw = pipe.execute(raise_on_error=False)
+    _raise_transport([exists, length, raw])
+    if not exists and not (isinstance(length, int) and length):
+        return None
+    items = [] if _missing(raw) else [_dead_letter_row(i) for i in raw]
+    more = len(items) > count
+    items = items[:count]
+    return DeadLetterPage(
+        stream=stream,
+        length=length if isinstance(length, int) else 0,
+        rows=tuple(items),
+        before=before,
+        next_before=items[-1].id if more and items else None,
+    )

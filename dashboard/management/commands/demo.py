@@ -1,8 +1,8 @@
 """``manage.py demo``: the whole product on one machine, with one command.
 
 Chooses a Redis (dashboard.devredis), migrates SQLite, resets the ``admin`` password,
-creates the ``demo:`` streams and groups, then runs a producer thread and, as child
-processes, the demo's ``queue_worker``s, the failure ingestor and daphne. One consumer
+creates the ``demo:`` streams and groups, then runs two threads (the producer and the
+failure ingestor) and, as child processes, the demo's ``queue_worker``s and daphne. One consumer
 is SIGKILLed mid-batch after ``--kill-after`` seconds, so its entries go stale and are
 reclaimed by the others. Ctrl-C or SIGTERM stops everything it started, workers first
 (they finish in-flight jobs), the private redis-server last.
@@ -13,6 +13,7 @@ It never flushes Redis: on a server named by REDIS_URL/VALKEY_URL it writes only
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import signal
@@ -36,9 +37,12 @@ from dashboard.demo import WORKERS, WorkerSpec, demo_groups
 from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
 from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
+from dashboard.failures import failures_ingest_loop
 from queue_core.connection import connect
 
 ADMIN_USERNAME = "admin"
+
+log = logging.getLogger("dashboard.demo")
 
 
 def admin_password_reset(*, username: str = ADMIN_USERNAME) -> tuple[str, bool]:
@@ -75,6 +79,22 @@ def _browse_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
+
+
+def _ingest(url: str, stop: threading.Event) -> None:
+    """The failure ingestor, on a thread of the demo process until ``stop`` is set.
+
+    A thread rather than ``manage.py ingest_failures`` so that it can look for new
+    ``{S}:failures`` streams every 2 s (the command's default is 30 s): the demo's
+    failure streams appear only once workers start failing.
+    """
+    client = connect(url, client_name="ackboard-demo-ingest")
+    try:
+        failures_ingest_loop(client=client, stop=stop, rediscover_s=2.0, reclaim_every_s=10.0)
+    except Exception:
+        log.exception("the demo's failure ingestor stopped")
+    finally:
+        client.close()
 
 
 class Command(BaseCommand):
@@ -127,6 +147,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         supervisor: Supervisor | None = None
         producer: Producer | None = None
+        ingest_stop = threading.Event()
+        ingest: threading.Thread | None = None
         try:
             self._use_redis(server.url)
             self._say(f"Redis      {server.version}, {server.plan.describe()}")
@@ -148,6 +170,10 @@ class Command(BaseCommand):
                 cwd=Path(settings.BASE_DIR),
             )
             doomed = self._start_children(supervisor, options)
+            ingest = threading.Thread(
+                target=_ingest, args=(server.url, ingest_stop), name="demo-ingest", daemon=True
+            )
+            ingest.start()
             self._wait_until_serving(supervisor, host, port, stop)
             if stop.is_set():
                 return
@@ -158,6 +184,9 @@ class Command(BaseCommand):
             self._say("Stopping   producer, workers, ingestor, dashboard…")
             if producer is not None:
                 producer.stop()
+            ingest_stop.set()
+            if ingest is not None:
+                ingest.join(timeout=10)
             if supervisor is not None:
                 supervisor.stop(timeout=options["grace_seconds"] + 5)
             if server.process is not None:
@@ -234,17 +263,12 @@ class Command(BaseCommand):
     def _start_children(
         self, supervisor: Supervisor, options: dict[str, Any]
     ) -> tuple[Child, WorkerSpec] | None:
-        """Start workers, ingestor and daphne; return the consumer doomed to be killed."""
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        """Start the workers and daphne; return the consumer doomed to be killed."""
         doomed: tuple[Child, WorkerSpec] | None = None
         for spec in WORKERS:
             child = supervisor.start(f"worker-{spec.consumer}", self._worker_argv(spec, options))
             if spec.doomed:
                 doomed = (child, spec)
-        if "ingest_failures" in get_commands():
-            supervisor.start("ingest_failures", [sys.executable, manage, "ingest_failures"])
-        else:
-            self.stderr.write("Warning: no ingest_failures command; the failure index stays empty")
         supervisor.start(
             "daphne",
             [

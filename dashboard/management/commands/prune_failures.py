@@ -1,0 +1,42 @@
+"""``manage.py prune_failures [--days N]``: delete failure-index rows older than the retention.
+
+Deletes in batches (``dashboard.failures.failures_prune``). Never touches Redis.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from dashboard.failures import failures_prune
+
+
+class Command(BaseCommand):
+    help = "Delete failure records older than ACKBOARD_FAILURE_RETENTION_DAYS (or --days)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--days",
+            type=int,
+            default=None,
+            help="Keep this many days (default: ACKBOARD_FAILURE_RETENTION_DAYS).",
+        )
+        parser.add_argument("--batch", type=int, default=5000, help="Rows deleted per batch.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        days = options["days"]
+        if days is None:
+            days = int(settings.ACKBOARD_FAILURE_RETENTION_DAYS)
+        if days < 0 or options["batch"] < 1:
+            raise CommandError("--days must be >= 0 and --batch >= 1")
+        cutoff = timezone.now() - timedelta(days=days)
+        deleted = failures_prune(older_than=cutoff, batch_size=options["batch"])
+        self.stdout.write(
+            f"Deleted {deleted} failure record{'s' if deleted != 1 else ''} "
+            f"older than {cutoff:%Y-%m-%d %H:%M:%S} UTC."
+        )

@@ -1,0 +1,313 @@
+"""The failure ingestor on real Redis and the test database: the ack contract, end to end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import OperationalError
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from dashboard.failures import (
+    INGEST_GROUP,
+    MALFORMED,
+    FailureFilter,
+    failure_history,
+    failure_search,
+    failure_sources_discover,
+    failures_ingest,
+    failures_ingest_loop,
+)
+from dashboard.models import FailureRecord
+from queue_core.keys import stream_keys
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _only_this_tests_streams(settings: SettingsWrapper, redis_url: str, prefix: str) -> None:
+    # The ingestor scans the whole server; the allowlist keeps it to this test's keys.
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+
+
+def add_failure(r: redis.Redis, stream: str, entry_id: str = "1-0", **overrides: Any) -> str:
+    """XADD one record to ``stream``'s failures companion, as the worker writes it."""
+    fields: dict[str, Any] = {
+        "group": "billing",
+        "entry_id": entry_id,
+        "consumer": "worker-1",
+        "attempt": "1",
+        "error_type": "ValueError",
+        "message": "bad total",
+        "traceback": "Traceback (most recent call last):\n  ...\nValueError: bad total",
+        "duration_ms": "12.5",
+        "failed_at_ms": "1767268800000",
+    }
+    fields.update(overrides)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return r.xadd(stream_keys(stream).failures, fields).decode()
+
+
+def pending(r: redis.Redis, stream: str) -> int:
+    return int(r.xpending(stream_keys(stream).failures, INGEST_GROUP)["pending"])
+
+
+def fail_bulk_create(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(FailureRecord.objects, "bulk_create", broken)
+
+
+class IngestTests:
+    def test_ingests_every_failures_stream_and_acks(self, r: redis.Redis, prefix: str) -> None:
+        orders, payments = prefix + "orders", prefix + "{tenant}payments"
+        add_failure(r, orders, "1-0", attempt="1")
+        add_failure(r, orders, "1-0", attempt="2", consumer="worker-2")
+        source = add_failure(r, payments, "7-0", group="refunds", error_type="KeyError")
+        r.xadd(prefix + "plain", {"n": "1"})  # a queue stream, not a failures stream
+
+        assert failures_ingest(client=r, once=True) == 3
+
+        rows = FailureRecord.objects.order_by("stream", "attempt")
+        assert [(f.stream, f.entry_id, f.attempt, f.consumer) for f in rows] == [
+            (orders, "1-0", 1, "worker-1"),
+            (orders, "1-0", 2, "worker-2"),
+            (payments, "7-0", 1, "worker-1"),
+        ]
+        pay = rows.get(stream=payments)
+        assert pay.failures_key == prefix + "{tenant}payments:failures"
+        assert pay.source_id == source and pay.group == "refunds"
+        assert pay.error_type == "KeyError" and pay.message == "bad total"
+        assert pay.duration_ms == 12.5 and int(pay.failed_at.timestamp()) == 1767268800
+        assert "ValueError: bad total" in pay.traceback
+        assert pending(r, orders) == 0 and pending(r, payments) == 0
+        # Nothing new: a second run stores nothing.
+        assert failures_ingest(client=r, once=True) == 0
+
+    def test_records_written_before_the_group_existed_are_taken(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        for i in range(3):
+            add_failure(r, stream, f"{i}-0")
+        assert failures_ingest(client=r, once=True, batch=2) == 3
+        assert FailureRecord.objects.count() == 3
+
+    def test_redelivery_is_idempotent(self, r: redis.Redis, stream: str) -> None:
+        for i in range(4):
+            add_failure(r, stream, f"{i}-1")
+        assert failures_ingest(client=r, once=True) == 4
+        # Deliver the same records again: as if acks were lost after the commit.
+        r.xgroup_setid(stream_keys(stream).failures, INGEST_GROUP, id="0")
+        assert failures_ingest(client=r, once=True) == 4
+        assert FailureRecord.objects.count() == 4
+        assert pending(r, stream) == 0
+
+    def test_database_failure_leaves_records_pending(
+        self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        for i in range(3):
+            add_failure(r, stream, f"{i}-0")
+        with monkeypatch.context() as m:
+            fail_bulk_create(m)
+            with pytest.raises(OperationalError):
+                failures_ingest(client=r, once=True)
+        assert FailureRecord.objects.count() == 0
+        assert pending(r, stream) == 3  # read, not acked
+        # The next run (another process: another consumer) reclaims and stores them.
+        assert failures_ingest(client=r, once=True, reclaim_idle_ms=0) == 3
+        assert FailureRecord.objects.count() == 3
+        assert pending(r, stream) == 0
+
+    def test_ack_comes_after_the_rows_are_written(
+        self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        for i in range(5):
+            add_failure(r, stream, f"{i}-0")
+        seen: list[int] = []
+        real = FailureRecord.objects.bulk_create
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            seen.append(pending(r, stream))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(FailureRecord.objects, "bulk_create", spy)
+        assert failures_ingest(client=r, once=True) == 5
+        assert seen == [5]  # all five still pending while their rows were being written
+        assert pending(r, stream) == 0
+
+    def test_reclaims_a_dead_ingestors_pending_records(self, r: redis.Redis, stream: str) -> None:
+        key = stream_keys(stream).failures
+        for i in range(3):
+            add_failure(r, stream, f"{i}-0")
+        r.xgroup_create(key, INGEST_GROUP, id="0")
+        r.xreadgroup(INGEST_GROUP, "crashed-ingestor", {key: ">"}, count=10)
+        assert pending(r, stream) == 3
+        # Not yet idle long enough: left alone.
+        assert failures_ingest(client=r, once=True, reclaim_idle_ms=60_000) == 0
+        time.sleep(0.01)
+        assert failures_ingest(client=r, once=True, reclaim_idle_ms=1) == 3
+        assert FailureRecord.objects.count() == 3 and pending(r, stream) == 0
+
+    def test_destroyed_group_is_recreated_without_duplicates(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        add_failure(r, stream, "1-0")
+        assert failures_ingest(client=r, once=True) == 1
+        r.xgroup_destroy(stream_keys(stream).failures, INGEST_GROUP)
+        add_failure(r, stream, "2-0")
+        assert failures_ingest(client=r, once=True) == 2
+        assert sorted(FailureRecord.objects.values_list("entry_id", flat=True)) == ["1-0", "2-0"]
+
+    def test_history_outlives_the_streams_cap(self, r: redis.Redis, stream: str) -> None:
+        for attempt in (1, 2, 3):
+            add_failure(r, stream, "5-0", attempt=str(attempt), message=f"try {attempt}")
+        assert failures_ingest(client=r, once=True) == 3
+        r.xtrim(stream_keys(stream).failures, maxlen=0)
+        assert r.xlen(stream_keys(stream).failures) == 0
+        assert [f.attempt for f in failure_history(stream=stream, entry_id="5-0")] == [1, 2, 3]
+        page = failure_search(filters=FailureFilter(stream=stream, text="try 2"))
+        assert [f.message for f in page.rows] == ["try 2"]
+
+    def test_retired_consumer_leaves_the_group(self, r: redis.Redis, stream: str) -> None:
+        add_failure(r, stream)
+        failures_ingest(client=r, once=True, consumer="ingest-test")
+        consumers = r.xinfo_consumers(stream_keys(stream).failures, INGEST_GROUP)
+        assert [c["name"] for c in consumers] == []
+
+
+class MalformedRecordTests:
+    def test_missing_and_unparseable_fields_are_stored_as_malformed(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        add_failure(r, stream, "1-0", attempt="three", duration_ms="fast")
+        add_failure(r, stream, "2-0", consumer=None, failed_at_ms=None, error_type="Boom")
+        add_failure(r, stream, "not-an-id")
+        r.xadd(stream_keys(stream).failures, {"junk": "x"})
+
+        assert failures_ingest(client=r, once=True) == 4
+        assert pending(r, stream) == 0  # acked: stored, not lost
+        rows = list(FailureRecord.objects.order_by("source_id"))
+        assert [f.error_type for f in rows] == [MALFORMED] * 4
+        bad_attempt, missing, bad_id, junk = rows
+        assert "attempt 'three' is not a count" in bad_attempt.message
+        assert "duration_ms 'fast' is not a number" in bad_attempt.message
+        assert bad_attempt.attempt == 0 and bad_attempt.duration_ms is None
+        assert bad_attempt.entry_id == "1-0" and bad_attempt.group == "billing"
+        assert "missing consumer, failed_at_ms" in missing.message
+        assert "original: Boom: bad total" in missing.message
+        # The record's own id time stands in for the missing failure time.
+        assert int(missing.failed_at.timestamp() * 1000) == int(missing.source_id.split("-")[0])
+        assert "entry_id 'not-an-id' is not a stream id" in bad_id.message
+        assert bad_id.entry_id == ""
+        assert "junk = 'x'" in junk.traceback and "missing group" in junk.message
+
+    def test_non_utf8_bytes_and_nul_are_kept_safely(self, r: redis.Redis, stream: str) -> None:
+        add_failure(r, stream, "1-0", message=b"caf\xe9 \x00 done")
+        assert failures_ingest(client=r, once=True) == 1
+        row = FailureRecord.objects.get()
+        assert row.error_type == MALFORMED
+        assert "message is not UTF-8" in row.message
+        assert "\x00" not in row.message + row.traceback
+
+    def test_payload_missing_record_is_an_ordinary_failure(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        add_failure(r, stream, error_type="PayloadMissing", message="trimmed", duration_ms="")
+        assert failures_ingest(client=r, once=True) == 1
+        row = FailureRecord.objects.get()
+        assert (row.error_type, row.message, row.duration_ms) == ("PayloadMissing", "trimmed", None)
+
+    def test_oversized_values_are_capped(self, r: redis.Redis, stream: str) -> None:
+        add_failure(r, stream, consumer="c" * 400, traceback="x" * 50_000 + "END")
+        assert failures_ingest(client=r, once=True) == 1
+        row = FailureRecord.objects.get()
+        assert len(row.consumer) == 255 and len(row.traceback) == 16_000
+        assert row.traceback.endswith("END")  # the tail is what names the error
+
+
+class DiscoveryTests:
+    def test_finds_companions_in_the_allowlist_only(self, r: redis.Redis, prefix: str) -> None:
+        add_failure(r, prefix + "a")
+        add_failure(r, prefix + "b")
+        add_failure(r, prefix + "hidden-c")
+        r.xadd(prefix + "x:failures-not", {"n": "1"})
+        r.set(prefix + "{d}:failures", "a string, not a stream")
+        found = failure_sources_discover(client=r, patterns=(prefix + "[ab]",))
+        assert found == sorted(
+            (stream_keys(s).failures.encode(), s) for s in (prefix + "a", prefix + "b")
+        )
+        assert len(failure_sources_discover(client=r, patterns=(prefix + "*",), cap=2)) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+class IngestLoopTests:
+    def test_thread_ingests_until_stopped_and_recovers_from_db_errors(
+        self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        stop = threading.Event()
+        result: list[int] = []
+        broken = threading.Event()
+        real = FailureRecord.objects.bulk_create
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            if broken.is_set():
+                raise OperationalError("database is locked")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(FailureRecord.objects, "bulk_create", flaky)
+        thread = threading.Thread(
+            target=lambda: result.append(
+                failures_ingest_loop(client=r, stop=stop, poll_s=0.02, rediscover_s=0.05)
+            )
+        )
+        thread.start()
+        try:
+            add_failure(r, stream, "1-0")
+            wait_for(lambda: FailureRecord.objects.count() == 1)
+            broken.set()
+            add_failure(r, stream, "2-0")
+            wait_for(lambda: pending(r, stream) == 1)  # read, write failed: still pending
+            assert FailureRecord.objects.count() == 1
+            broken.clear()
+            wait_for(lambda: FailureRecord.objects.count() == 2 and pending(r, stream) == 0)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert result == [2]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+class IngestCommandTests:
+    def test_once_drains_and_reports(
+        self, r: redis.Redis, stream: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        add_failure(r, stream, "1-0")
+        add_failure(r, stream, "2-0")
+        call_command("ingest_failures", "--once")
+        assert "Ingested 2 failure records." in capsys.readouterr().out
+        assert FailureRecord.objects.count() == 2 and pending(r, stream) == 0
+
+    def test_once_reports_a_database_error_as_a_command_error(
+        self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        add_failure(r, stream)
+        fail_bulk_create(monkeypatch)
+        with pytest.raises(CommandError, match="database is locked"):
+            call_command("ingest_failures", "--once")
+        assert pending(r, stream) == 1

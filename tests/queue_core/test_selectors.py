@@ -1,0 +1,259 @@
+"""Selectors on real Redis: what they return, and that their round trips stay fixed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from queue_core import selectors, services
+from queue_core.keys import stream_keys
+from tests.factories import add_entries, make_group, make_pending
+
+
+class CountingRedis(redis.Redis):
+    """A real client that counts round trips (one per command or pipeline execute)."""
+
+    round_trips = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        CountingRedis.round_trips += 1
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        execute = pipe.execute
+
+        def counted(raise_on_error: bool = True) -> Any:
+            CountingRedis.round_trips += 1
+            return execute(raise_on_error=raise_on_error)
+
+        pipe.execute = counted  # type: ignore[method-assign]
+        return pipe
+
+
+@pytest.fixture
+def counting(redis_url: str) -> Any:
+    client = CountingRedis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+class StreamDiscoverTests:
+    def test_finds_allowed_streams_and_hides_companions(self, r: redis.Redis, prefix: str) -> None:
+        a, b = prefix + "a", prefix + "b"
+        make_pending(r, a, "g", "c", 1)
+        add_entries(r, b, 1)
+        r.xadd(stream_keys(a).dlq, {"x": "1"})
+        r.xadd(stream_keys(a).failures, {"x": "1"})
+        r.set(prefix + "not-a-stream", "1")
+        names, truncated, companions = selectors.stream_discover(
+            client=r, patterns=(prefix + "*", "{" + prefix + "*"), cap=100
+        )
+        assert names == (a, b)
+        assert truncated is False
+        assert companions == 2
+
+    def test_cap_truncates(self, r: redis.Redis, prefix: str) -> None:
+        for i in range(5):
+            add_entries(r, f"{prefix}s{i}", 1)
+        names, truncated, _ = selectors.stream_discover(client=r, patterns=(prefix + "*",), cap=3)
+        assert len(names) == 3
+        assert truncated is True
+
+    def test_allowlist_limits_discovery(self, r: redis.Redis, prefix: str) -> None:
+        add_entries(r, prefix + "billing", 1)
+        add_entries(r, prefix + "secret", 1)
+        names, _, _ = selectors.stream_discover(client=r, patterns=(prefix + "bill*",), cap=10)
+        assert names == (prefix + "billing",)
+
+
+class StreamSummariesTests:
+    def test_figures_per_stream(self, r: redis.Redis, stream: str) -> None:
+        make_group(r, stream, "g2")  # before any entry, so the server knows its lag
+        ids = make_pending(r, stream, "g1", "c1", 3)
+        add_entries(r, stream, 2)
+        services.entry_dead_letter(
+            client=r, stream=stream, group="g1", entry_id=ids[2], reason="x", operator="op"
+        )
+        (summary,) = selectors.stream_summaries(client=r, streams=[stream])
+        assert summary.length == 5
+        assert summary.groups == 2
+        assert summary.pending == 2
+        # g2 has read nothing; Redis 6.2 does not report lag at all.
+        major = int(r.info("server")["redis_version"].split(".")[0])
+        assert summary.max_lag == (5 if major >= 7 else None)
+        assert summary.oldest_pending_id == ids[0]
+        assert summary.dlq_length == 1
+        assert {g.name: g.pending for g in summary.group_stats} == {"g1": 2, "g2": 0}
+
+    def test_deleted_stream_is_left_out(self, r: redis.Redis, prefix: str) -> None:
+        add_entries(r, prefix + "here", 1)
+        found = selectors.stream_summaries(client=r, streams=[prefix + "gone", prefix + "here"])
+        assert [s.name for s in found] == [prefix + "here"]
+
+    def test_round_trips_do_not_grow_with_streams(
+        self, r: redis.Redis, prefix: str, counting: CountingRedis
+    ) -> None:
+        names = [f"{prefix}s{i}" for i in range(40)]
+        for name in names:
+            make_pending(r, name, "g", "c", 2)
+        CountingRedis.round_trips = 0
+        selectors.stream_summaries(client=counting, streams=names[:2])
+        few = CountingRedis.round_trips
+        CountingRedis.round_trips = 0
+        found = selectors.stream_summaries(client=counting, streams=names)
+        assert len(found) == 40 and all(s.pending == 2 for s in found)
+        assert CountingRedis.round_trips == few == 2
+
+
+class StreamDetailTests:
+    def test_facts_groups_and_newest_entries(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c", 25)
+        detail = selectors.stream_detail(client=r, stream=stream)
+        assert detail is not None
+        assert detail.info.length == 25
+        assert detail.info.last_generated_id == ids[-1]
+        assert [g.name for g in detail.groups] == ["g"]
+        assert [e.id for e in detail.entries.entries] == ids[::-1][:20]
+        assert detail.entries.next_before == ids[5]
+        older = selectors.stream_detail(client=r, stream=stream, before=ids[5])
+        assert older is not None
+        assert [e.id for e in older.entries.entries] == ids[4::-1]
+        assert older.entries.next_before is None
+
+    def test_missing_stream_is_none(self, r: redis.Redis, stream: str) -> None:
+        assert selectors.stream_detail(client=r, stream=stream) is None
+        r.set(stream, "not a stream")
+        assert selectors.stream_detail(client=r, stream=stream) is None
+
+
+class GroupDetailTests:
+    def test_consumers_and_summary(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        make_pending(r, stream, "g", "c2", 2, create=False)
+        detail = selectors.group_detail(client=r, stream=stream, group="g")
+        assert detail is not None
+        assert detail.pending == 5
+        assert detail.oldest_pending_id == ids[0]
+        assert {c.name: c.pending for c in detail.consumers} == {"c1": 3, "c2": 2}
+        assert all(c.idle_ms >= 0 for c in detail.consumers)
+
+    def test_unknown_group_or_stream_is_none(self, r: redis.Redis, stream: str) -> None:
+        assert selectors.group_detail(client=r, stream=stream, group="g") is None
+        make_group(r, stream, "g")
+        assert selectors.group_detail(client=r, stream=stream, group="other") is None
+
+
+class PendingPageTests:
+    def test_pages_by_start_id_with_payloads(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c", 120)
+        first = selectors.pending_page(client=r, stream=stream, group="g")
+        assert first is not None
+        assert [row.id for row in first.rows] == ids[:50]
+        assert first.rows[0].entry is not None
+        assert dict(first.rows[0].entry.fields)[b"n"] == b"0"
+        assert first.next_start == ids[49]
+        third = selectors.pending_page(client=r, stream=stream, group="g", start=ids[99])
+        assert third is not None
+        assert [row.id for row in third.rows] == ids[100:]
+        assert third.next_start is None
+
+    def test_filter_by_consumer(self, r: redis.Redis, stream: str) -> None:
+        make_pending(r, stream, "g", "c1", 3)
+        mine = make_pending(r, stream, "g", "c2", 2, create=False)
+        page = selectors.pending_page(client=r, stream=stream, group="g", consumer="c2")
+        assert page is not None
+        assert [row.id for row in page.rows] == mine
+        assert {row.consumer for row in page.rows} == {"c2"}
+
+    def test_idle_filter_is_bounded_and_continues(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c", 30)
+        # Make every tenth entry look idle for an hour (XCLAIM IDLE keeps the owner).
+        old = ids[::10]
+        r.xclaim(stream, "g", "c", 0, old, idle=3_600_000, justid=True)
+        page = selectors.pending_page(
+            client=r, stream=stream, group="g", min_idle_ms=60_000, budget=12, window=5
+        )
+        assert page is not None
+        assert [row.id for row in page.rows] == old[:2]
+        assert page.budget_hit is True
+        assert page.scanned == 12
+        assert page.scanned_to == ids[11]
+        assert page.next_start == ids[11]
+        rest = selectors.pending_page(
+            client=r, stream=stream, group="g", min_idle_ms=60_000, start=page.next_start
+        )
+        assert rest is not None
+        assert [row.id for row in rest.rows] == old[2:]
+        assert rest.next_start is None and rest.budget_hit is False
+
+    def test_deleted_entry_has_no_payload(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c", 2)
+        r.xdel(stream, ids[0])
+        page = selectors.pending_page(client=r, stream=stream, group="g")
+        assert page is not None
+        assert page.rows[0].payload_missing and not page.rows[1].payload_missing
+
+    def test_unknown_group_is_none(self, r: redis.Redis, stream: str) -> None:
+        add_entries(r, stream, 1)
+        assert selectors.pending_page(client=r, stream=stream, group="nope") is None
+
+
+class EntryDetailTests:
+    def test_state_in_each_group(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "pending", "c", 2)
+        make_group(r, stream, "acked")
+        r.xreadgroup("acked", "c", {stream: ">"}, count=10)
+        r.xack(stream, "acked", *ids)
+        make_group(r, stream, "waiting", start="$")
+        r.xgroup_setid(stream, "waiting", id="0")
+        detail = selectors.entry_detail(client=r, stream=stream, entry_id=ids[0])
+        assert detail is not None and detail.entry is not None
+        states = {s.group: s for s in detail.groups}
+        assert states["pending"].state == "pending"
+        assert states["pending"].pending_row is not None
+        assert states["pending"].pending_row.consumer == "c"
+        assert states["acked"].state == "acked"
+        assert states["waiting"].state == "waiting"
+
+    def test_trimmed_but_pending_entry_is_shown(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c", 1)
+        r.xdel(stream, ids[0])
+        detail = selectors.entry_detail(client=r, stream=stream, entry_id=ids[0])
+        assert detail is not None and detail.entry is None
+        assert detail.groups[0].state == "pending"
+
+    def test_unknown_entry_is_none(self, r: redis.Redis, stream: str) -> None:
+        make_pending(r, stream, "g", "c", 1)
+        assert selectors.entry_detail(client=r, stream=stream, entry_id="1-1") is None
+        assert selectors.entry_detail(client=r, stream=stream + "x", entry_id="1-1") is None
+
+
+class DeadLetterPageTests:
+    def test_rows_carry_origin_metadata(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c", 3)
+        for entry_id in ids:
+            services.entry_dead_letter(
+                client=r, stream=stream, group="g", entry_id=entry_id, reason="bad", operator="op"
+            )
+        page = selectors.dead_letter_page(client=r, stream=stream, count=2)
+        assert page is not None
+        assert page.length == 3
+        assert [row.origin_id for row in page.rows] == [ids[2], ids[1]]
+        row = page.rows[0]
+        assert (row.group, row.reason, row.operator, row.deliveries) == ("g", "bad", "op", 1)
+        assert row.dead_lettered_at_ms is not None
+        assert abs(row.dead_lettered_at_ms - time.time() * 1000) < 60_000
+        assert dict(row.entry.fields) == {b"n": b"2", b"payload": b'{"n": 2}'}
+        older = selectors.dead_letter_page(client=r, stream=stream, before=page.next_before)
+        assert older is not None
+        assert [row.origin_id for row in older.rows] == [ids[0]]
+
+    def test_missing_stream_and_dlq_is_none(self, r: redis.Redis, stream: str) -> None:
+        assert selectors.dead_letter_page(client=r, stream=stream) is None
+        add_entries(r, stream, 1)
+        page = selectors.dead_letter_page(client=r, stream=stream)
+        assert page is not None and page.length == 0 and page.rows == ()

@@ -1,0 +1,142 @@
+"""The Failures page: search the failure index by stream, group, error type, text and time.
+
+Thin: parse the query string, call ``dashboard.failures.failure_search``, render. It
+never touches Redis (the index is SQL) and never writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard import failures as failure_index
+from dashboard.failures import SEARCH_BUDGET_MS, BadCursor, FailureFilter, FailurePage
+from dashboard.models import FailureRecord
+from dashboard.permissions import queues_view_required
+from queue_core.keys import MAX_NAME_LENGTH, allowed
+
+_TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
+#: The "within" shortcuts: a lower time bound relative to now.
+WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+
+
+class FailureSearchForm(forms.Form):
+    stream = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
+    group = forms.CharField(required=False, max_length=MAX_NAME_LENGTH)
+    error_type = forms.CharField(required=False, max_length=255)
+    q = forms.CharField(required=False, max_length=200)
+    window = forms.ChoiceField(
+        required=False, choices=[("", "any time")] + [(w, f"last {w}") for w in WINDOWS]
+    )
+    since = forms.DateTimeField(required=False, input_formats=_TIME_FORMATS)
+    until = forms.DateTimeField(required=False, input_formats=_TIME_FORMATS)
+    before = forms.CharField(required=False, max_length=40)
+    after = forms.CharField(required=False, max_length=40)
+
+    def clean_stream(self) -> str:
+        stream: str = self.cleaned_data["stream"]
+        if stream and not allowed(stream, tuple(settings.ACKBOARD_STREAMS)):
+            raise forms.ValidationError("That stream is outside this dashboard's allowlist.")
+        return stream
+
+    def filters(self) -> FailureFilter:
+        data = self.cleaned_data
+        since = data["since"]
+        if since is None and data["window"]:
+            since = timezone.now() - WINDOWS[data["window"]]
+        return FailureFilter(
+            stream=data["stream"],
+            group=data["group"],
+            error_type=data["error_type"],
+            text=data["q"],
+            since=since,
+            until=data["until"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRow:
+    """A result row with the links the template needs (None when a link cannot be made)."""
+
+    record: FailureRecord
+    entry_url: str | None
+    stream_url: str | None
+    group_url: str | None
+
+
+def _url(name: str, **kwargs: str) -> str | None:
+    # A malformed record may lack a group or a valid entry id: then it gets no link.
+    if not all(kwargs.values()):
+        return None
+    try:
+        return reverse(name, kwargs=kwargs)
+    except NoReverseMatch:
+        return None
+
+
+def _rows(page: FailurePage) -> list[FailureRow]:
+    patterns = tuple(settings.ACKBOARD_STREAMS)
+    return [
+        FailureRow(
+            record=f,
+            entry_url=_url("dashboard:entry-detail", stream=f.stream, entry_id=f.entry_id),
+            stream_url=_url("dashboard:stream-detail", stream=f.stream),
+            group_url=_url("dashboard:group-detail", stream=f.stream, group=f.group),
+        )
+        for f in page.rows
+        # Rows from before an allowlist change stay hidden.
+        if allowed(f.stream, patterns)
+    ]
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+@queues_view_required
+def failure_search(request: HttpRequest) -> HttpResponse:
+    form = FailureSearchForm(request.GET)
+    query = request.GET.copy()
+    for key in ("before", "after"):
+        query.pop(key, None)
+    context: dict[str, Any] = {
+        "form": form,
+        "query": query.urlencode(),
+        "rows": [],
+        "page": None,
+        "too_broad": False,
+        "budget_ms": int(getattr(settings, "ACKBOARD_FAILURE_SEARCH_MS", SEARCH_BUDGET_MS)),
+    }
+    status = 200
+    if not form.is_valid():
+        status = 400
+    else:
+        try:
+            page = failure_index.failure_search(
+                filters=form.filters(),
+                before=form.cleaned_data["before"] or None,
+                after=form.cleaned_data["after"] or None,
+            )
+        except BadCursor:
+            form.add_error(None, "That page link is not valid; start again from the newest.")
+            status = 400
+        except failure_index.SearchTooBroad:
+            context["too_broad"] = True
+        else:
+            context.update(page=page, rows=_rows(page))
+    template = "dashboard/failures.html"
+    if getattr(request, "htmx", False):
+        template += "#failure-table"
+        # htmx is configured not to swap 4xx; the partial carries the error text itself.
+        status = 200
+    return render(request, template, context, status=status)

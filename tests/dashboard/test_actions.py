@@ -593,8 +593,10 @@ class ButtonsTests:
     ) -> None:
         dlq_id = _dead_lettered(r, stream)
         body = make_client().get(reverse("dashboard:dlq", args=[stream])).content.decode()
-        assert {"Replay", "Delete"} <= _buttons(body)
+        assert {"Replay", "Delete", "Purge"} <= _buttons(body)
         assert dlq_url(stream, dlq_id, "replay") in body
+        assert 'name="expected_length" value="1"' in body
+        assert f'name="newest_id" value="{dlq_id}"' in body
         reader = make_client("reader", "view_queues")
         body = reader.get(reverse("dashboard:dlq", args=[stream])).content.decode()
         assert not {"Replay", "Delete", "Purge"} & _buttons(body)

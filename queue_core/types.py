@@ -53,6 +53,39 @@ class Job:
             raise PermanentFailure(f"field {name!r} is not valid JSON: {exc}") from None
 
 
+class Outcome(StrEnum):
+    """What ``process_entry`` did with one delivered entry."""
+
+    ACKED = "acked"  # the handler returned; XACK sent
+    FAILED = "failed"  # the handler raised; left pending, attempt recorded
+    DEAD_LETTERED = "dead-lettered"  # moved to {S}:dlq and acked, atomically
+    SKIPPED = "skipped"  # a replay meant for another group: acked without running
+    NOT_PENDING = "not-pending"  # someone else acked, moved or took it first
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One entry delivered to a consumer: raw fields and the group's delivery count."""
+
+    id: str
+    fields: dict[bytes, bytes]
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaimed:
+    """The outcome of one ``reclaim_stale`` call.
+
+    ``deliveries`` are now owned by the consumer; ``deleted`` ids were trimmed while
+    pending (recorded as PayloadMissing); ``cursor`` is where the next call starts
+    (``0-0`` once the sweep wrapped around).
+    """
+
+    deliveries: tuple[Delivery, ...]
+    deleted: tuple[str, ...]
+    cursor: str
+
+
 # --- selectors (queue_core.selectors) -------------------------------------------------
 
 

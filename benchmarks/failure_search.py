@@ -1,0 +1,220 @@
+"""How fast is the Failures page's search over 100,000 failure records on SQLite?
+
+Fills a fresh SQLite file (migrated with the project's migrations) with N failure rows
+(default 100,000): 20 streams x 3 groups, 8 error types, ~1 KB tracebacks, spread
+over 30 days. Then times, as the median of several runs:
+
+- the baseline: one bare indexed ``SELECT COUNT(*) ... WHERE stream = ?`` (raw SQL);
+- ``failure_search`` pages: newest, by stream, stream + group, error type, last 24 h,
+  a deep page (the 200th, reached by keyset cursors), and text searches (a rare word
+  within one stream, a rare word over everything, a common word);
+- the page helpers ``last_failures`` (50 ids), ``failure_history`` and
+  ``failures_count_since`` (20 streams, last hour);
+- the whole Failures page (login, view, template) through Django's test client.
+
+Each line prints the time and its ratio to the baseline, measured in the same run.
+
+    uv run python -m benchmarks.failure_search [--rows 100000] [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+STREAMS = [f"bench:stream-{i:02d}" for i in range(20)]
+GROUPS = ("billing", "shipping", "audit")
+ERRORS = (
+    "ValueError",
+    "KeyError",
+    "TimeoutError",
+    "ConnectionError",
+    "PermissionError",
+    "RuntimeError",
+    "JSONDecodeError",
+    "PayloadMissing",
+)
+WORDS = "order payment gateway customer invoice refund shipment timeout retry card".split()
+
+
+def setup_django(db_path: Path) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    import django
+    from django.conf import settings
+
+    settings.DATABASES["default"]["NAME"] = str(db_path)
+    django.setup()
+
+
+def fill(n: int, now: datetime) -> None:
+    from django.db import transaction
+
+    from dashboard.models import FailureRecord
+
+    rng = random.Random(7)
+    span_s = 30 * 86_400
+    batch: list[FailureRecord] = []
+    for i in range(n):
+        stream = STREAMS[i % len(STREAMS)]
+        error = ERRORS[rng.randrange(len(ERRORS))]
+        words = " ".join(rng.choice(WORDS) for _ in range(8))
+        frames = "".join(
+            f'  File "/app/handlers/{rng.choice(WORDS)}.py", line {rng.randrange(900)}, in run\n'
+            f"    {rng.choice(WORDS)}_{rng.choice(WORDS)}(job)\n"
+            for _ in range(10)
+        )
+        batch.append(
+            FailureRecord(
+                failures_key="{" + stream + "}:failures",
+                source_id=f"{i}-0",
+                stream=stream,
+                group=GROUPS[i % 3],
+                entry_id=f"{1_700_000_000_000 + i // 3}-0",
+                consumer=f"worker-{i % 16}",
+                attempt=1 + i % 5,
+                error_type=error,
+                message=f"{error}: {words} #{i}",
+                traceback=f"Traceback (most recent call last):\n{frames}{error}: {words}",
+                duration_ms=rng.random() * 500,
+                failed_at=now - timedelta(seconds=rng.randrange(span_s)),
+            )
+        )
+        if len(batch) == 5_000:
+            with transaction.atomic():
+                FailureRecord.objects.bulk_create(batch)
+            batch.clear()
+    if batch:
+        with transaction.atomic():
+            FailureRecord.objects.bulk_create(batch)
+
+
+def median_ms(fn: Callable[[], Any], runs: int) -> float:
+    fn()  # warm the page cache and statement cache
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args(argv)
+
+    tmp = tempfile.TemporaryDirectory(prefix="ackboard-bench-")
+    setup_django(Path(tmp.name) / "bench.sqlite3")
+
+    from django.contrib.auth.models import Permission, User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from dashboard.failures import (
+        FailureFilter,
+        failure_history,
+        failure_search,
+        failures_count_since,
+        last_failures,
+    )
+    from dashboard.models import FailureRecord
+
+    call_command("migrate", verbosity=0)
+    now = datetime.now(UTC)
+    started = time.perf_counter()
+    fill(args.rows, now)
+    print(f"filled {args.rows:,} rows in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+    stream = STREAMS[3]
+
+    def baseline() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM dashboard_failurerecord WHERE stream = %s", [stream]
+            )
+            cursor.fetchone()
+
+    def page(**filters: Any) -> Callable[[], Any]:
+        return lambda: failure_search(filters=FailureFilter(**filters))
+
+    cursor_200: str | None = None
+    result = failure_search(filters=FailureFilter())
+    for _ in range(199):
+        cursor_200 = result.older
+        result = failure_search(filters=FailureFilter(), before=cursor_200)
+    some_ids = list(
+        FailureRecord.objects.filter(stream=stream, group="billing").values_list(
+            "entry_id", flat=True
+        )[:50]
+    )
+
+    setup_test_environment()
+    user = User.objects.create_user(username="bench", password="x")
+    user.user_permissions.add(Permission.objects.get(codename="view_queues"))
+    client = Client()
+    client.force_login(user)
+
+    def view(query: dict[str, str]) -> Callable[[], Any]:
+        def get() -> None:
+            response = client.get("/failures/", query)
+            assert response.status_code == 200, response.status_code
+
+        return get
+
+    cases: list[tuple[str, Callable[[], Any]]] = [
+        ("search: newest page, no filter", page()),
+        ("search: stream", page(stream=stream)),
+        ("search: stream + group", page(stream=stream, group="billing")),
+        ("search: error type", page(error_type="TimeoutError")),
+        ("search: last 24 h", page(since=now - timedelta(days=1))),
+        (
+            "search: page 200 (keyset)",
+            lambda: failure_search(filters=FailureFilter(), before=cursor_200),
+        ),
+        ("search: text, rare, in one stream", page(stream=stream, text="no-such-word")),
+        ("search: text, rare, everything", page(text="no-such-word")),
+        ("search: text, common word", page(text="gateway")),
+        (
+            "last_failures: 50 ids",
+            lambda: last_failures(stream=stream, group="billing", entry_ids=some_ids),
+        ),
+        (
+            "failure_history: one entry",
+            lambda: failure_history(stream=stream, entry_id=some_ids[0]),
+        ),
+        (
+            "failures_count_since: 20 streams, 1 h",
+            lambda: failures_count_since(streams=STREAMS, since=now - timedelta(hours=1)),
+        ),
+        ("page: /failures/ (whole view)", view({})),
+        ("page: /failures/?stream&q", view({"stream": stream, "q": "refund"})),
+    ]
+
+    base = median_ms(baseline, args.runs)
+    print(f"{args.rows:,} failure rows, SQLite {connection.Database.sqlite_version}")
+    print(f"{'query':42} {'median ms':>10} {'x baseline':>11}")
+    print(f"{'baseline: indexed COUNT(*) of one stream':42} {base:10.2f} {1.0:11.1f}")
+    for name, fn in cases:
+        ms = median_ms(fn, args.runs)
+        print(f"{name:42} {ms:10.2f} {ms / base:11.1f}")
+    connection.close()
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -43,7 +43,18 @@ ERRORS = (
     "JSONDecodeError",
     "PayloadMissing",
 )
-WORDS = "order payment gateway customer invoice refund shipment timeout retry card".split()
+WORDS = [
+    "order",
+    "payment",
+    "gateway",
+    "customer",
+    "invoice",
+    "refund",
+    "shipment",
+    "timeout",
+    "retry",
+    "card",
+]
 
 
 def setup_django(db_path: Path) -> None:

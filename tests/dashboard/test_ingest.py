@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -311,3 +317,44 @@ class IngestCommandTests:
         with pytest.raises(CommandError, match="database is locked"):
             call_command("ingest_failures", "--once")
         assert pending(r, stream) == 1
+
+    def test_command_runs_until_sigterm_and_exits_cleanly(
+        self, r: redis.Redis, stream: str, prefix: str, redis_url: str, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "db.sqlite3"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+            "DJANGO_SECRET_KEY": "ingest-test-" + "x" * 50,
+            "DJANGO_HTTPS": "0",
+            "DATABASE_URL": f"sqlite:///{db}",
+            "ACKBOARD_HOME": str(tmp_path),
+            "VALKEY_URL": redis_url,
+            "ACKBOARD_STREAMS": prefix + "*",
+        }
+        manage = [sys.executable, str(Path(__file__).resolve().parents[2] / "manage.py")]
+        subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, timeout=60)
+        add_failure(r, stream, "1-0")
+        proc = subprocess.Popen(
+            [*manage, "ingest_failures", "--poll", "0.05"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+
+            def rows() -> int:
+                with sqlite3.connect(db) as conn:
+                    return int(
+                        conn.execute("SELECT COUNT(*) FROM dashboard_failurerecord").fetchone()[0]
+                    )
+
+            wait_for(lambda: rows() == 1, timeout=30)
+            add_failure(r, stream, "2-0")  # picked up by the running loop
+            wait_for(lambda: rows() == 2 and pending(r, stream) == 0, timeout=30)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "Stopped after 2 failure records." in out

@@ -244,6 +244,11 @@ class FailurePageTests:
         assert "worker-9" in html and "card declined" in html and "ValueError" in html
         assert "<details>" in html and "Traceback (most recent call last)" in html
 
+    def test_long_message_is_whole_in_the_expandable_part(self, viewer: Client) -> None:
+        record(message="z" * 300 + " TAIL-OF-MESSAGE")
+        html = viewer.get(self.url).content.decode()
+        assert '<pre class="message">' + "z" * 300 + " TAIL-OF-MESSAGE</pre>" in html
+
     def test_hostile_text_is_escaped(self, viewer: Client) -> None:
         record(
             stream=HOSTILE,

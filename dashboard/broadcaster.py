@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import redis
 import redis.asyncio as aioredis
@@ -44,10 +45,13 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.context_processors import PermWrapper
 from django.db import close_old_connections
-from django.http import Http404
+from django.db.models import Max
+from django.http import Http404, HttpRequest
 from django.template.loader import render_to_string
+from django.urls import reverse
 
 from dashboard.connection import get_redis
+from dashboard.models import FailureRecord
 from queue_core.keys import EVENTS_CHANNEL, CrossSlotName, allowed, companion_parent, stream_keys
 
 log = logging.getLogger("ackboard.live")
@@ -76,6 +80,11 @@ COALESCE_S = 0.02
 REFRESH_S = 15.0
 #: How often the overview re-discovers streams (SCAN, which is O(keyspace)).
 DISCOVER_S = 10.0
+#: After a failure event, extra cycles at these delays catch the failure index row that
+#: the ingestor writes a moment later (it polls every 0.5 s by default).
+FOLLOW_UP_S = (0.15, 0.35, 0.6, 1.0)
+#: The failure-index check covers at most this many streams (the overview's first ones).
+MAX_MARKED_STREAMS = 500
 _XINFO_STREAM_FIELDS = ("length", "last-generated-id", "entries-added", "max-deleted-entry-id")
 
 
@@ -199,21 +208,41 @@ def streams_discover(*, client: redis.Redis) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
+    """The newest failure-index row id per stream: one indexed SQL query.
+
+    Pages show failures from the index, which the ingestor fills a moment after the
+    worker wrote ``{S}:failures``; this is how a cycle notices that moment.
+    """
+    names = sorted(set(streams))[:MAX_MARKED_STREAMS]
+    if not names:
+        return {}
+    rows = (
+        FailureRecord.objects.filter(stream__in=names)
+        .values_list("stream")
+        .annotate(newest=Max("id"))
+        .order_by()
+    )
+    return dict(rows)
+
+
 def _signature(
     surface: Surface,
     stats: dict[str, StreamStats],
     pending: dict[tuple[str, str], Any],
+    marks: dict[str, int],
     overview_streams: tuple[str, ...],
 ) -> Any:
     if surface.kind == "overview":
-        return tuple((name, stats.get(name)) for name in overview_streams)
+        return tuple((name, stats.get(name), marks.get(name)) for name in overview_streams)
     s = stats.get(surface.stream)
+    mark = marks.get(surface.stream)
     if surface.kind == "entry":
         # A new entry on the stream does not change an older entry's state.
-        return None if s is None else (s.groups, s.dlq_len, s.failures_len)
+        return None if s is None else (s.groups, s.dlq_len, s.failures_len, mark)
     if surface.kind == "group":
-        return (s, pending.get((surface.stream, surface.group)))
-    return s
+        return (s, pending.get((surface.stream, surface.group)), mark)
+    return (s, mark)
 
 
 def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
@@ -229,11 +258,34 @@ def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
     return pages.entry_context(client=client, stream=surface.stream, entry_id=surface.entry_id)
 
 
+def surface_path(surface: Surface) -> str:
+    """The page URL path of a surface's default view, decoded like ``request.path``."""
+    if surface.kind == "overview":
+        url = reverse("dashboard:overview")
+    elif surface.kind == "stream":
+        url = reverse("dashboard:stream-detail", args=[surface.stream])
+    elif surface.kind == "group":
+        url = reverse("dashboard:group-detail", args=[surface.stream, surface.group])
+    else:
+        url = reverse("dashboard:entry-detail", args=[surface.stream, surface.entry_id])
+    return unquote(url)
+
+
 def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -> dict[str, str]:
-    """Each partial of ``surface`` rendered for users with ``perms``: {partial name: html}."""
+    """Each partial of ``surface`` rendered for users with ``perms``: {partial name: html}.
+
+    Rendered from a plain dict, not a RequestContext: no context processor runs, so no
+    CSRF token is minted (a shared push must not carry one user's token; htmx sends
+    the page's own token in the X-CSRFToken header). ``request`` is a stand-in that
+    only knows the page's path, for "next" links.
+    """
     template, partials = PARTIALS[surface.kind]
     user = _PermsUser(perms)
-    ctx = {**context, "user": user, "perms": PermWrapper(user), "live_push": True}
+    request = HttpRequest()
+    request.method = "GET"
+    request.path = request.path_info = surface_path(surface)
+    request.user = user  # type: ignore[assignment]
+    ctx = {**context, "user": user, "perms": PermWrapper(user), "request": request}
     return {name: render_to_string(f"{template}#{name}", ctx) for name in partials}
 
 
@@ -281,6 +333,8 @@ class Broadcaster:
     _executor: ThreadPoolExecutor | None = None
     _tick: float = 1.0
     _url: str = ""
+    _stopping: bool = False
+    _follow_ups: list[float] = field(default_factory=list)
 
     # --- sockets ----------------------------------------------------------------------
 
@@ -351,11 +405,19 @@ class Broadcaster:
     async def stop(self) -> None:
         """Cancel the tasks (tests; the web process just exits)."""
         tasks, self._tasks = self._tasks, []
+        self._stopping = True
         for task in tasks:
-            task.cancel()
+            # The XREAD watcher ends by itself within one block; cancelling redis-py's
+            # asyncio client inside a blocking read can leave the loop hanging.
+            if task.get_name() != "ackboard-live-xread":
+                task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+                await asyncio.wait_for(task, 5.0)
+        self._stopping = False
+        if self._executor is not None:
+            # Let a render that was in flight finish before the loop goes away.
+            await asyncio.get_running_loop().run_in_executor(self._executor, lambda: None)
         self._loop = None
         self._subs.clear()
         self._html.clear()
@@ -373,11 +435,15 @@ class Broadcaster:
         next_tick = loop.time()
         last_cycle = 0.0
         while True:
+            deadline = min([next_tick, *self._follow_ups])
             try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, next_tick - loop.time()))
+                await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - loop.time()))
                 await asyncio.sleep(COALESCE_S)
             except TimeoutError:
-                next_tick = loop.time() + self._tick
+                now = loop.time()
+                if now >= next_tick:
+                    next_tick = now + self._tick
+                self._follow_ups = [t for t in self._follow_ups if t > now]
             gap = MIN_INTERVAL_S - (loop.time() - last_cycle)
             if gap > 0:
                 await asyncio.sleep(gap)
@@ -457,7 +523,8 @@ class Broadcaster:
             streams.update(shown)
         groups = {(s.stream, s.group) for s in surfaces if s.kind == "group"}
         stats, pending = stats_poll(client=client, streams=streams, groups=groups)
-        signatures = {s: _signature(s, stats, pending, shown) for s in surfaces}
+        marks = failure_marks(streams=streams)
+        signatures = {s: _signature(s, stats, pending, marks, shown) for s in surfaces}
         html: dict[tuple[Surface, Perms], dict[str, str]] = {}
         for surface in surfaces:
             wanted = [
@@ -502,6 +569,9 @@ class Broadcaster:
         if any(s.stream == stream or s.kind == "overview" for s in self.open_surfaces()):
             self.counters.events += 1
             self._dirty_streams.add(stream)
+            if event["type"] == "failure" and self._loop is not None:
+                now = self._loop.time()
+                self._follow_ups = sorted({*self._follow_ups, *(now + d for d in FOLLOW_UP_S)})
             self._poke()
 
     async def _listen_events(self) -> None:
@@ -532,15 +602,20 @@ class Broadcaster:
         missed, and after a hit it waits for the next cycle: an XADD storm costs one
         XREAD per cycle, not one per entry.
         """
-        block_ms = max(100, int(self._tick * 1000))
+        # Capped at 1 s so a stream opened meanwhile is watched soon: one idle XREAD a second.
+        block_ms = max(100, int(min(self._tick, 1.0) * 1000))
         client = aioredis.Redis.from_url(
             self._url, socket_connect_timeout=2, socket_timeout=block_ms / 1000 + 5
         )
         try:
-            while True:
+            while not self._stopping:
                 ids = dict(self._last_ids)
                 if not ids:
-                    await asyncio.sleep(self._tick)
+                    # Nothing polled yet: wait for the first cycle to learn the last ids.
+                    waiter = self._polled_event
+                    if waiter is not None:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(waiter.wait(), block_ms / 1000)
                     continue
                 try:
                     reply: Any = await client.xread(ids, count=1, block=block_ms)  # type: ignore[arg-type]

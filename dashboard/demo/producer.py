@@ -2,7 +2,8 @@
 
 The schedule of bad entries is fixed by sequence number, not random, so a fresh demo
 shows every failure path within seconds: order #3 is poison (every 20th after it), order
-#11 is not JSON (every 50th), email #2 bounces (every 15th). Email payloads carry an
+#11 is not JSON (every 50th), order #29 carries a non-UTF-8 field that the worker's
+parser rejects (every 50th), email #2 bounces (every 15th). Email payloads carry an
 ``api_token`` field to show the dashboard's redaction.
 
 It only ever XADDs to ``demo:`` streams (capped with MAXLEN ~) and creates groups; it
@@ -32,11 +33,15 @@ _CUSTOMERS = ("ada", "grace", "linus", "margaret", "ken", "barbara", "dennis", "
 _TEMPLATES = ("welcome", "receipt", "password-reset", "shipping-update")
 
 
-def order_fields(seq: int, rng: random.Random) -> dict[str, str]:
+def order_fields(seq: int, rng: random.Random) -> dict[str, str | bytes]:
     """Fields of order number ``seq`` (1-based)."""
     if seq % 50 == 11:
         # Truncated JSON: the handler raises PermanentFailure and the worker dead-letters it.
         return {"type": "order.created", "payload": f'{{"order": {seq}, "currency": "EU'}
+    if seq % 50 == 29:
+        # Binary junk: the worker's parser rejects it before any handler runs (dead-lettered
+        # at once), and the dashboard shows it binary-safe.
+        return {"type": "order.created", "payload": "{}", "invoice_pdf": b"%PDF-\xff\xfe\x00"}
     currency = "XXX" if seq % 20 == 3 else rng.choice(sorted(CURRENCIES))
     payload = {
         "order": seq,
@@ -96,15 +101,15 @@ class Producer:
     def add(self, *, orders: int, emails: int) -> None:
         """Add the next ``orders`` orders and ``emails`` emails in one round trip."""
         pipe = self.client.pipeline(transaction=False)
-        # redis-py types xadd's fields as an invariant dict of unions; ours are str -> str.
+        # redis-py types xadd's fields as an invariant dict of unions; ours are narrower.
         for _ in range(orders):
             self.orders += 1
-            fields = order_fields(self.orders, self.rng)
-            pipe.xadd(ORDERS, fields, maxlen=MAXLEN, approximate=True)  # type: ignore[arg-type]
+            order = order_fields(self.orders, self.rng)
+            pipe.xadd(ORDERS, order, maxlen=MAXLEN, approximate=True)  # type: ignore[arg-type]
         for _ in range(emails):
             self.emails += 1
-            fields = email_fields(self.emails, self.rng)
-            pipe.xadd(EMAILS, fields, maxlen=MAXLEN, approximate=True)  # type: ignore[arg-type]
+            email = email_fields(self.emails, self.rng)
+            pipe.xadd(EMAILS, email, maxlen=MAXLEN, approximate=True)  # type: ignore[arg-type]
         pipe.execute()
 
     def start(self) -> None:

@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ from dashboard.demo.producer import (
 from dashboard.demo.supervisor import Supervisor
 from dashboard.devredis import DevRedis, dev_redis_prepare
 from queue_core.keys import stream_keys
-from queue_core.types import Job, PermanentFailure
+from queue_core.parsing import fields_parse
+from queue_core.types import Job, PermanentFailure, UnparseableEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,12 +64,12 @@ def demo_client(demo_server: DevRedis) -> Iterator[redis.Redis]:
         client.close()
 
 
-def _job(fields: dict[str, str], *, stream: str = ORDERS, attempt: int = 1) -> Job:
+def _job(fields: Mapping[str, str | bytes], *, stream: str = ORDERS, attempt: int = 1) -> Job:
     return Job(
         stream=stream,
         group="g",
         id="1-0",
-        fields=fields,
+        fields={k: v for k, v in fields.items() if isinstance(v, str)},
         delivery_count=attempt,
         consumer="c",
     )
@@ -97,6 +98,14 @@ class DemoPayloadTests:
         with pytest.raises(ValueError, match="unsupported currency 'XXX'"):
             normal(_job(orders[3], attempt=4))
         normal(_job(orders[1]))  # a good order simply succeeds
+
+    def test_binary_order_is_rejected_by_the_worker_parser(self) -> None:
+        import random
+
+        fields = order_fields(29, random.Random(1))
+        raw = {k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in fields.items()}
+        with pytest.raises(UnparseableEntry, match="invoice_pdf"):
+            fields_parse(raw)
 
     def test_invalid_email_address_is_a_permanent_failure(self) -> None:
         import random

@@ -23,6 +23,7 @@ from tests.browser.server import (
     ServerFailed,
     chromium_launch,
     login,
+    seed,
 )
 
 
@@ -38,15 +39,27 @@ def names(redis_url: str) -> str:
 def browser_redis(redis_url: str, names: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url, socket_timeout=10)
     yield client
-    for pattern in (names + "*", "{" + names + "*") if names else ():
+    if names:
+        patterns: tuple[str, ...] = (names + "*", "{" + names + "*")
+    else:
+        patterns = tuple(p for n in ("orders", "emails", "refunds") for p in (n, "{" + n + "}*"))
+    for pattern in patterns:
         for key in client.scan_iter(match=pattern, count=1000):
             client.delete(key)
     client.close()
 
 
 @pytest.fixture(scope="session")
-def web_server(redis_url: str, names: str) -> Iterator[LiveServer]:
-    server = LiveServer(redis_url=redis_url, streams=(names + "*") if names else "*")
+def seeded(browser_redis: redis.Redis, names: str) -> dict[str, str]:
+    """The shop's streams, written before the server starts so its ingestor finds them."""
+    return seed(browser_redis, names)
+
+
+@pytest.fixture(scope="session")
+def web_server(redis_url: str, names: str, seeded: dict[str, str]) -> Iterator[LiveServer]:
+    server = LiveServer(
+        redis_url=redis_url, streams=(names + "*") if names else "*", ingest_poll=0.1
+    )
     try:
         server.start()
     except ServerFailed as exc:

@@ -8,6 +8,7 @@ browsers here, and a missing one is an error with instructions, never a skip.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -20,6 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
+
+from queue_core.failures import failure_from_exception, failures_record
+from queue_core.keys import stream_keys
+from queue_core.services import entry_dead_letter
 from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +63,10 @@ class LiveServer:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     port: int = field(default_factory=free_port)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ackboard-web-")))
+    #: Also run the failure ingestor (``manage.py ingest_failures``) polling this often.
+    ingest_poll: float | None = None
     proc: subprocess.Popen[bytes] | None = None
+    ingestor: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -106,6 +115,14 @@ class LiveServer:
             "createsuperuser", "--noinput", "--username", self.username, "--email", "op@example.com"
         )
         log = self.log_path.open("wb")
+        if self.ingest_poll is not None:
+            self.ingestor = subprocess.Popen(
+                [sys.executable, "manage.py", "ingest_failures", "--poll", str(self.ingest_poll)],
+                cwd=ROOT,
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
              "dashboard.asgi:application"],
@@ -130,14 +147,15 @@ class LiveServer:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        for proc in (self.proc, self.ingestor):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.proc = self.ingestor = None
 
     def cleanup(self) -> None:
         self.stop()
@@ -167,3 +185,107 @@ def screenshot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     # The README copy is the first screen only, which keeps the committed PNGs small.
     page.screenshot(path=str(README_SHOTS / f"{name}.png"), full_page=False)
+
+
+# --- data ---------------------------------------------------------------------------------
+
+_CUSTOMERS = ("ada@example.com", "grace@example.com", "linus@example.com", "barbara@example.com")
+_ERRORS = (
+    ("TimeoutError", "payment gateway did not answer within 5 s"),
+    ("ConnectionResetError", "[Errno 104] Connection reset by peer (api.payments.internal:443)"),
+    ("ValueError", "amount must be positive, got -12.50"),
+)
+
+
+def worker_failure(
+    client: redis.Redis,
+    *,
+    stream: str,
+    group: str,
+    entry_id: str,
+    consumer: str,
+    attempt: int,
+    error: tuple[str, str],
+) -> None:
+    """What a worker does when a handler raises: a failure record and a ``failure`` event."""
+    error_type, message = error
+    exc = type(error_type, (Exception,), {})(message)
+    try:
+        raise exc
+    except Exception as raised:
+        record = failure_from_exception(
+            raised,
+            group=group,
+            entry_id=entry_id,
+            consumer=consumer,
+            attempt=attempt,
+            duration_ms=12.5 + attempt,
+        )
+    failures_record(client=client, stream=stream, records=[record])
+
+
+def seed(client: redis.Redis, ns: str = "") -> dict[str, str]:
+    """Streams that look like a small shop's queues; returns the ids tests use.
+
+    ``{ns}orders``: groups billing (pending on two workers, failures, two dead letters)
+    and shipping (caught up); ``{ns}emails``: one pending entry; ``{ns}refunds``: a
+    pending entry for the dead-letter test.
+    """
+    orders, emails, refunds = ns + "orders", ns + "emails", ns + "refunds"
+    for name in (orders, emails, refunds):
+        keys = stream_keys(name)
+        client.delete(name, keys.dlq, keys.failures)
+    pipe = client.pipeline(transaction=False)
+    for i in range(36):
+        fields = {
+            "payload": json.dumps(
+                {"order_id": 1000 + i, "customer": _CUSTOMERS[i % 4], "amount": 19.5 + i}
+            ),
+            "source": "checkout",
+        }
+        pipe.xadd(orders, fields)
+    ids = [i.decode() for i in pipe.execute()]
+    client.xgroup_create(orders, "billing", id="0")
+    client.xgroup_create(orders, "shipping", id="0")
+    a = client.xreadgroup("billing", "worker-a", {orders: ">"}, count=20)[0][1]
+    b = client.xreadgroup("billing", "worker-b", {orders: ">"}, count=6)[0][1]
+    client.xack(orders, "billing", *[e[0] for e in a[:12]])
+    client.xreadgroup("shipping", "worker-c", {orders: ">"})
+    client.xack(orders, "shipping", *ids)
+    failing = [e[0].decode() for e in a[12:16]] + [b[0][0].decode()]
+    for n, entry_id in enumerate(failing):
+        for attempt in range(1, 2 + n % 3):
+            worker_failure(
+                client,
+                stream=orders,
+                group="billing",
+                entry_id=entry_id,
+                consumer="worker-a" if n < 4 else "worker-b",
+                attempt=attempt,
+                error=_ERRORS[n % 3],
+            )
+    for entry_id in (a[16][0].decode(), a[17][0].decode()):
+        entry_dead_letter(
+            client=client,
+            stream=orders,
+            group="billing",
+            entry_id=entry_id,
+            reason="max deliveries (5) reached",
+            last_error="ValueError: amount must be positive",
+        )
+    for i in range(8):
+        client.xadd(emails, {"to": _CUSTOMERS[i % 4], "template": "receipt"})
+    client.xgroup_create(emails, "sender", id="0")
+    sent = client.xreadgroup("sender", "mailer-1", {emails: ">"})[0][1]
+    client.xack(emails, "sender", *[e[0] for e in sent[:-1]])
+    refund = client.xadd(refunds, {"payload": json.dumps({"order_id": 1007, "amount": 26.5})})
+    client.xgroup_create(refunds, "processor", id="0")
+    client.xreadgroup("processor", "refunder-1", {refunds: ">"})
+    return {
+        "orders": orders,
+        "emails": emails,
+        "refunds": refunds,
+        "failing": failing[0],
+        "pending": b[1][0].decode(),
+        "refund": refund.decode(),
+    }

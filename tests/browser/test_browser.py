@@ -1,0 +1,210 @@
+"""End to end in the system Chromium against a real daphne server: log in, browse, act,
+and watch live updates arrive in a second browser without a reload."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from playwright.sync_api import expect
+
+from queue_core.keys import stream_keys
+from tests.browser.server import LiveServer, login, screenshot, worker_failure
+
+pytestmark = pytest.mark.browser
+
+
+def _path(server: LiveServer, *parts: str) -> str:
+    return server.url + "/" + "/".join(parts) + "/"
+
+
+def _live(page: Any) -> None:
+    """Wait until the page's socket is open (the indicator says live)."""
+    expect(page.locator("#live-indicator")).to_have_attribute("data-state", "live")
+
+
+@pytest.fixture
+def second_page(chromium: Any, web_server: LiveServer) -> Iterator[Any]:
+    """Another browser context (its own cookies and socket), logged in."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    login(page, web_server)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+class LoginTests:
+    def test_login_lands_on_the_overview(self, anonymous_page: Any, web_server: LiveServer) -> None:
+        page = anonymous_page
+        page.goto(web_server.url + "/")
+        assert "/login/" in page.url, "pages need a login"
+        screenshot(page, "login")
+        page.fill("input[name=username]", web_server.username)
+        page.fill("input[name=password]", "wrong password")
+        page.click("button[type=submit]")
+        expect(page.locator(".flash-error")).to_be_visible()
+        page.fill("input[name=username]", web_server.username)
+        page.fill("input[name=password]", web_server.password)
+        page.click("button[type=submit]")
+        page.wait_for_url(web_server.url + "/")
+        expect(page.locator("header")).to_contain_text(web_server.username)
+
+
+class BrowseTests:
+    def test_overview_stream_group_entry_and_dead_letters(
+        self, page: Any, web_server: LiveServer, seeded: dict[str, str]
+    ) -> None:
+        orders = seeded["orders"]
+        table = page.locator("#stream-table")
+        expect(table.get_by_role("link", name=orders, exact=True)).to_be_visible()
+        _live(page)
+        screenshot(page, "overview")
+
+        table.get_by_role("link", name=orders, exact=True).click()
+        page.wait_for_url(_path(web_server, "streams", orders))
+        expect(page.locator("h1")).to_contain_text(orders)
+        expect(page.locator("#group-table")).to_contain_text("shipping")
+        _live(page)
+        screenshot(page, "stream")
+
+        page.locator("#group-table").get_by_role("link", name="billing", exact=True).click()
+        page.wait_for_url(_path(web_server, "streams", orders, "groups", "billing"))
+        expect(page.locator("#consumer-table")).to_contain_text("worker-a")
+        failing_row = page.locator(f"#pending-{seeded['failing']}")
+        expect(failing_row).to_contain_text("payment gateway did not answer")
+        _live(page)
+        screenshot(page, "group")
+
+        failing_row.get_by_role("link", name=seeded["failing"], exact=True).click()
+        page.wait_for_url(_path(web_server, "streams", orders, "entries", seeded["failing"]))
+        expect(page.locator("#entry-state")).to_contain_text("billing")
+        expect(page.locator("#failure-history")).to_contain_text("TimeoutError")
+        _live(page)
+        screenshot(page, "entry")
+
+        page.goto(_path(web_server, "streams", orders, "dlq"))
+        expect(page.locator("#dlq-table")).to_contain_text("max deliveries (5) reached")
+        screenshot(page, "dlq")
+
+
+class DeadLetterTests:
+    def test_dead_lettered_entry_leaves_the_pending_table(
+        self,
+        page: Any,
+        web_server: LiveServer,
+        seeded: dict[str, str],
+        browser_redis: redis.Redis,
+    ) -> None:
+        refunds, entry_id = seeded["refunds"], seeded["refund"]
+        page.goto(_path(web_server, "streams", refunds, "groups", "processor"))
+        row = page.locator(f"#pending-{entry_id}")
+        expect(row).to_be_visible()
+        row.get_by_role("button", name="Dead-letter").click()
+        dialog = row.locator("dialog[open]")
+        dialog.locator("input[name=reason]").fill("refund already paid by hand")
+        dialog.get_by_role("button", name="Dead-letter").click()
+        expect(page.locator(f"#pending-{entry_id}")).to_have_count(0)
+        expect(page.locator("#messages")).to_contain_text(re.compile("dead-letter", re.I))
+        assert browser_redis.xpending(refunds, "processor")["pending"] == 0
+        (moved,) = browser_redis.xrange(stream_keys(refunds).dlq)
+        assert moved[1][b"payload"] == b'{"order_id": 1007, "amount": 26.5}'
+
+
+class LiveTests:
+    def test_second_browser_sees_xadd_and_worker_failure_without_reload(
+        self,
+        page: Any,
+        second_page: Any,
+        web_server: LiveServer,
+        seeded: dict[str, str],
+        browser_redis: redis.Redis,
+    ) -> None:
+        orders = seeded["orders"]
+        watcher = second_page
+        _live(watcher)
+        length_cell = watcher.locator("#stream-table tr", has_text=orders).locator("td").nth(2)
+        before = int(length_cell.inner_text())
+        watcher.evaluate("window.__notReloaded = true")
+
+        browser_redis.xadd(orders, {"payload": '{"order_id": 2001}'})
+        expect(length_cell).to_have_text(str(before + 1))
+
+        watcher.goto(_path(web_server, "streams", orders, "groups", "billing"))
+        _live(watcher)
+        watcher.evaluate("window.__notReloaded = true")
+        message = f"card declined ({uuid.uuid4().hex[:8]})"
+        worker_failure(
+            browser_redis,
+            stream=orders,
+            group="billing",
+            entry_id=seeded["pending"],
+            consumer="worker-b",
+            attempt=1,
+            error=("CardDeclined", message),
+        )
+        expect(watcher.locator(f"#pending-{seeded['pending']}")).to_contain_text(message)
+        assert watcher.evaluate("window.__notReloaded") is True
+
+    def test_updates_pause_while_rows_are_selected_or_the_tab_is_hidden(
+        self, page: Any, web_server: LiveServer, seeded: dict[str, str], browser_redis: redis.Redis
+    ) -> None:
+        orders, entry_id = seeded["orders"], seeded["pending"]
+        page.goto(_path(web_server, "streams", orders, "groups", "billing"))
+        _live(page)
+        indicator = page.locator("#live-indicator")
+        row = page.locator(f"#pending-{entry_id}")
+
+        row.get_by_role("checkbox", name=f"Select {entry_id}").check()
+        expect(indicator).to_have_attribute("data-state", "paused")
+        message = f"while selecting {uuid.uuid4().hex[:8]}"
+        worker_failure(
+            browser_redis,
+            stream=orders,
+            group="billing",
+            entry_id=entry_id,
+            consumer="worker-b",
+            attempt=2,
+            error=("RuntimeError", message),
+        )
+        page.wait_for_timeout(1500)
+        expect(row).not_to_contain_text(message)
+        expect(row.get_by_role("checkbox", name=f"Select {entry_id}")).to_be_checked()
+        row.get_by_role("checkbox", name=f"Select {entry_id}").uncheck()
+        expect(indicator).to_have_attribute("data-state", "live")
+        expect(row).to_contain_text(message)
+
+        page.evaluate(
+            """() => {
+              Object.defineProperty(document, "hidden", {value: true, configurable: true});
+              document.dispatchEvent(new Event("visibilitychange"));
+            }"""
+        )
+        expect(indicator).to_have_attribute("data-state", "paused")
+        expect(indicator).to_contain_text("hidden")
+        message = f"while hidden {uuid.uuid4().hex[:8]}"
+        worker_failure(
+            browser_redis,
+            stream=orders,
+            group="billing",
+            entry_id=entry_id,
+            consumer="worker-b",
+            attempt=3,
+            error=("RuntimeError", message),
+        )
+        page.wait_for_timeout(1500)
+        expect(row).not_to_contain_text(message)
+        page.evaluate(
+            """() => {
+              Object.defineProperty(document, "hidden", {value: false, configurable: true});
+              document.dispatchEvent(new Event("visibilitychange"));
+            }"""
+        )
+        expect(row).to_contain_text(message)
+        expect(indicator).to_have_attribute("data-state", "live")

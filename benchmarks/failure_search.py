@@ -14,7 +14,11 @@ over 30 days. Then times, as the median of several runs:
 
 Each line prints the time and its ratio to the baseline, measured in the same run.
 
-    uv run python -m benchmarks.failure_search [--rows 100000] [--runs 15]
+Then the ingestor's throughput: ``--ingest`` records (default 20,000) XADDed to four
+``{S}:failures`` streams on a private redis-server, drained by ``failures_ingest``
+(read, parse, write, commit, XACK), beside a bare ``bulk_create`` of the same rows.
+
+    uv run python -m benchmarks.failure_search [--rows 100000] [--runs 15] [--ingest 20000]
 """
 
 from __future__ import annotations
@@ -123,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--ingest", type=int, default=20_000)
     args = parser.parse_args(argv)
 
     tmp = tempfile.TemporaryDirectory(prefix="ackboard-bench-")
@@ -223,9 +228,66 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in cases:
         ms = median_ms(fn, args.runs)
         print(f"{name:42} {ms:10.2f} {ms / base:11.1f}")
+    if args.ingest:
+        ingest_throughput(args.ingest)
     connection.close()
     tmp.cleanup()
     return 0
+
+
+def ingest_throughput(n: int) -> None:
+    from django.db import transaction
+
+    from dashboard.failures import failure_record_parse, failures_ingest
+    from dashboard.models import FailureRecord
+    from queue_core.connection import connect
+    from queue_core.keys import stream_keys
+    from tests.redis_server import RedisServer
+
+    server = RedisServer().start()
+    try:
+        client = connect(server.url)
+        streams = [f"ingest:{i}" for i in range(4)]
+        pipe = client.pipeline(transaction=False)
+        for i in range(n):
+            pipe.xadd(
+                stream_keys(streams[i % 4]).failures,
+                {
+                    "group": "billing",
+                    "entry_id": f"{1_700_000_000_000 + i}-0",
+                    "consumer": "worker-1",
+                    "attempt": "1",
+                    "error_type": "TimeoutError",
+                    "message": f"gateway timed out for order {i}",
+                    "traceback": "Traceback (most recent call last):\n" + "  frame\n" * 20,
+                    "duration_ms": "30000.5",
+                    "failed_at_ms": str(1_767_268_800_000 + i),
+                },
+            )
+        pipe.execute()
+        # Baseline: the same rows parsed in advance, written with one bare bulk_create
+        # per 500 (the ingestor's batch), no Redis.
+        entries = [e for s in streams for e in client.xrange(stream_keys(s).failures)]
+        rows = [
+            failure_record_parse(
+                failures_key="bench", stream="bench", source_id=i.decode(), fields=f
+            )
+            for i, f in entries
+        ]
+        start = time.perf_counter()
+        for k in range(0, len(rows), 500):
+            with transaction.atomic():
+                FailureRecord.objects.bulk_create(rows[k : k + 500], ignore_conflicts=True)
+        bare = len(rows) / (time.perf_counter() - start)
+        start = time.perf_counter()
+        stored = failures_ingest(client=client, once=True)
+        rate = stored / (time.perf_counter() - start)
+        assert stored == n, (stored, n)
+        print(f"ingest: {n:,} records from 4 streams")
+        print(f"{'bare bulk_create (500/txn), rows/s':42} {bare:10.0f}")
+        print(f"{'failures_ingest --once, records/s':42} {rate:10.0f} {rate / bare:10.2f}x")
+    finally:
+        server.cleanup()
 
 
 if __name__ == "__main__":

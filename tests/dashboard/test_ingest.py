@@ -31,6 +31,7 @@ from dashboard.failures import (
     failures_ingest_loop,
 )
 from dashboard.models import FailureRecord
+from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
 
 pytestmark = pytest.mark.django_db
@@ -97,6 +98,34 @@ class IngestTests:
         assert pending(r, orders) == 0 and pending(r, payments) == 0
         # Nothing new: a second run stores nothing.
         assert failures_ingest(client=r, once=True) == 0
+
+    def test_round_trips_what_the_worker_writes(self, r: redis.Redis, stream: str) -> None:
+        try:
+            raise TimeoutError("gateway <b>slow</b> " + "m" * 3000)
+        except TimeoutError as exc:
+            written = failure_from_exception(
+                exc,
+                group="billing",
+                entry_id="1767268800000-7",
+                consumer="host-1-abc",
+                attempt=3,
+                duration_ms=30001.25,
+                failed_at_ms=1767268800123,
+            )
+        assert failures_record(client=r, stream=stream, records=[written], publish=False) == 1
+        assert failures_ingest(client=r, once=True) == 1
+        row = FailureRecord.objects.get()
+        assert (row.stream, row.group, row.entry_id, row.consumer, row.attempt) == (
+            stream,
+            "billing",
+            "1767268800000-7",
+            "host-1-abc",
+            3,
+        )
+        assert row.error_type == "TimeoutError" and row.message == written.message
+        assert len(row.message) == 2000 and row.traceback == written.traceback
+        assert row.duration_ms == 30001.25
+        assert row.failed_at.timestamp() == 1767268800.123
 
     def test_records_written_before_the_group_existed_are_taken(
         self, r: redis.Redis, stream: str

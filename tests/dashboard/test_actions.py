@@ -523,6 +523,16 @@ class BulkTests:
         assert "4 done" in second.content.decode()
         assert [e.entry_ids for e in AuditEvent.objects.order_by("id")] == [ids[:2], ids[2:4]]
 
+    def test_bulk_acknowledge_asks_for_the_reason_before_the_dry_run(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        response = make_client().post(
+            bulk_url(stream, "acknowledge"), {"snapshot_id": ids[-1], "ids": ids}, headers=HTMX
+        )
+        assert response.status_code == 400 and "needs a reason" in response.content.decode()
+        assert pending_ids(r, stream) == ids
+
     def test_too_many_selected_is_400(
         self, r: redis.Redis, stream: str, make_client: MakeClient, settings: SettingsWrapper
     ) -> None:
@@ -648,3 +658,30 @@ class EntryAuditTests:
         assert "Audit history" in text
         assert len(re.findall(r'<tr id="entry-audit-\d+"', text)) == 1
         assert "retry" in text and "other one" not in text
+
+
+class PlainPostTests:
+    def test_refusal_without_htmx_is_a_page_with_the_message(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        response = make_client().post(entry_url(stream, entry_id, "acknowledge"), {"reason": ""})
+        assert response.status_code == 400
+        body = response.content.decode()
+        assert "Nothing was changed" in body and "needs a reason" in body
+        assert "<html" in body
+        assert pending(r, stream, entry_id) is not None
+
+    def test_bulk_without_htmx_confirms_on_a_page_then_applies(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        client = make_client()
+        data = {"snapshot_id": ids[-1], "ids": ids, "reason": "cleanup"}
+        dry = client.post(bulk_url(stream, "acknowledge"), data)
+        assert dry.status_code == 200
+        assert "Confirm acknowledge of 2" in dry.content.decode()
+        assert pending_ids(r, stream) == ids
+        done = client.post(bulk_url(stream, "acknowledge"), {**data, "confirm": "1"})
+        assert done.status_code == 200 and "2 done" in done.content.decode()
+        assert pending_ids(r, stream) == []

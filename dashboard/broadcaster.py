@@ -80,9 +80,11 @@ COALESCE_S = 0.02
 REFRESH_S = 15.0
 #: How often the overview re-discovers streams (SCAN, which is O(keyspace)).
 DISCOVER_S = 10.0
-#: After a failure event, extra cycles at these delays catch the failure index row that
-#: the ingestor writes a moment later (it polls every 0.5 s by default).
-FOLLOW_UP_S = (0.15, 0.35, 0.6, 1.0)
+#: After a failure event, the failure index is checked this often, for this long, to catch
+#: the row the ingestor writes a moment later (it polls every 0.5 s by default). Each check
+#: is one indexed SQL query and no Redis command; a change triggers a full cycle.
+FAILURE_WATCH_EVERY_S = 0.05
+FAILURE_WATCH_FOR_S = 2.0
 #: The failure-index check covers at most this many streams (the overview's first ones).
 MAX_MARKED_STREAMS = 500
 _XINFO_STREAM_FIELDS = ("length", "last-generated-id", "entries-added", "max-deleted-entry-id")
@@ -289,9 +291,15 @@ def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -
     return {name: render_to_string(f"{template}#{name}", ctx) for name in partials}
 
 
+def _marks_fresh(streams: set[str]) -> dict[str, int]:
+    close_old_connections()
+    return failure_marks(streams=streams)
+
+
 @dataclass
 class _Outcome:
     signatures: dict[Surface, Any]
+    marks: dict[str, int]
     html: dict[tuple[Surface, Perms], dict[str, str]]
     last_ids: dict[str, bytes]
     overview_streams: tuple[str, ...] | None
@@ -334,7 +342,8 @@ class Broadcaster:
     _tick: float = 1.0
     _url: str = ""
     _stopping: bool = False
-    _follow_ups: list[float] = field(default_factory=list)
+    _watch_failures_until: float = 0.0
+    _marks: dict[str, int] = field(default_factory=dict)
 
     # --- sockets ----------------------------------------------------------------------
 
@@ -435,15 +444,17 @@ class Broadcaster:
         next_tick = loop.time()
         last_cycle = 0.0
         while True:
-            deadline = min([next_tick, *self._follow_ups])
+            deadline = next_tick
+            if self._watch_failures_until > loop.time():
+                deadline = min(deadline, loop.time() + FAILURE_WATCH_EVERY_S)
             try:
                 await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - loop.time()))
                 await asyncio.sleep(COALESCE_S)
             except TimeoutError:
-                now = loop.time()
-                if now >= next_tick:
-                    next_tick = now + self._tick
-                self._follow_ups = [t for t in self._follow_ups if t > now]
+                if loop.time() >= next_tick:
+                    next_tick = loop.time() + self._tick
+                elif not await self._failures_ingested():
+                    continue
             gap = MIN_INTERVAL_S - (loop.time() - last_cycle)
             if gap > 0:
                 await asyncio.sleep(gap)
@@ -481,6 +492,7 @@ class Broadcaster:
         self.counters.cycles += 1
         self.polled = outcome.polled
         self._last_ids = outcome.last_ids
+        self._marks = outcome.marks
         if outcome.overview_streams is not None:
             self._overview_streams = outcome.overview_streams
         for surface, sig in outcome.signatures.items():
@@ -498,6 +510,23 @@ class Broadcaster:
                 self.counters.pushes += 1
                 message = {"type": "surface.update", "html": "".join(changed)}
                 await layer.group_send(self.group_name(*key), message)
+
+    async def _failures_ingested(self) -> bool:
+        """Whether the failure index has rows for open streams newer than the last cycle's."""
+        surfaces = self.open_surfaces()
+        streams = {s.stream for s in surfaces if s.stream}
+        if any(s.kind == "overview" for s in surfaces):
+            streams.update(self._overview_streams)
+        if not streams:
+            return False
+        try:
+            marks = await self._in_thread(_marks_fresh, streams)
+        except Exception as exc:  # a database hiccup only delays the update to the tick
+            log.warning("live failure-index check failed: %s", exc)
+            return False
+        changed = {s for s in streams if marks.get(s) != self._marks.get(s)}
+        self._dirty_streams.update(changed)
+        return bool(changed)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -550,7 +579,7 @@ class Broadcaster:
                     surface=surface, context=context, perms=perms
                 )
         last_ids = {name: s.last_id for name, s in stats.items() if s.last_id is not None}
-        return _Outcome(signatures, html, last_ids, overview_streams, tuple(sorted(streams)))
+        return _Outcome(signatures, marks, html, last_ids, overview_streams, tuple(sorted(streams)))
 
     # --- wake-ups -----------------------------------------------------------------------
 
@@ -570,8 +599,7 @@ class Broadcaster:
             self.counters.events += 1
             self._dirty_streams.add(stream)
             if event["type"] == "failure" and self._loop is not None:
-                now = self._loop.time()
-                self._follow_ups = sorted({*self._follow_ups, *(now + d for d in FOLLOW_UP_S)})
+                self._watch_failures_until = self._loop.time() + FAILURE_WATCH_FOR_S
             self._poke()
 
     async def _listen_events(self) -> None:

@@ -355,6 +355,10 @@ class BadInputTests:
         assert response.status_code == 400
         assert b"Bad request" in response.content
 
+    def test_nul_in_name_is_400(self, viewer: Client, prefix: str) -> None:
+        response = viewer.get(reverse("dashboard:stream-detail", args=[prefix + "a\x00b"]))
+        assert response.status_code == 400
+
     def test_outside_allowlist_is_404(self, viewer: Client, r: redis.Redis, prefix: str) -> None:
         outside = "outside-" + prefix
         ids = make_pending(r, outside, "g", "c", 1)

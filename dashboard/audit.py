@@ -31,7 +31,6 @@ STREAM_ID_ACTIONS = (
     "dead-letter",
     "acknowledge",
     "bulk-retry",
-    "bulk-claim",
     "bulk-dead-letter",
     "bulk-acknowledge",
 )

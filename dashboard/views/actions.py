@@ -708,7 +708,8 @@ def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> H
     def call() -> Outcome:
         result = _bulk_apply(action, req, scope, request.user.get_username())
         result_box["result"] = result
-        req.ids = list(result.done)
+        # The row lists what was done; when nothing was, what was tried (the skips say why).
+        req.ids = list(result.done) or [i.entry_id for i in result.items]
         skipped = [[i.entry_id, str(i.outcome)] for i in result.skipped]
         verb = {"retry": "Retried", "dead-letter": "Dead-lettered", "acknowledge": "Acknowledged"}
         message = f"{verb[action]} {len(result.done)} entr{'y' if len(result.done) == 1 else 'ies'}"

@@ -48,7 +48,7 @@ def _filters(request: HttpRequest) -> AuditFilter:
 
 def _action_choices() -> list[str]:
     singles = list(ACTION_PERMISSIONS)
-    return singles + [f"bulk-{a}" for a in ("retry", "claim", "dead-letter", "acknowledge")]
+    return singles + [f"bulk-{a}" for a in ("retry", "dead-letter", "acknowledge")]
 
 
 @require_GET

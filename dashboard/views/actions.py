@@ -174,6 +174,16 @@ def _pending_state(client: redis.Redis, stream: str, group: str, entry_id: str) 
     }
 
 
+def _group_check(client: redis.Redis, stream: str, group: str) -> None:
+    """404 unless ``group`` exists on ``stream``: one XPENDING summary, O(1)."""
+    try:
+        client.xpending(stream, group)
+    except redis.ResponseError as exc:
+        if str(exc).startswith(("NOGROUP", "WRONGTYPE")):
+            raise BadRequest(f"no consumer group {group!r} on stream {stream!r}", 404) from None
+        raise
+
+
 def _entry_exists(client: redis.Redis, key: str, entry_id: str) -> bool:
     try:
         return bool(client.xrange(key, min=entry_id, max=entry_id, count=1))
@@ -674,8 +684,13 @@ def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> H
         if action == "acknowledge" and not req.reason:
             # Asked before the dry run, so the confirmation never fails on it.
             raise BadRequest("Acknowledge needs a reason: say why these entries may be discarded.")
+        _group_check(get_redis(), stream, group)
     except BadRequest as exc:
         return _bulk_respond(request, req, None, Outcome("refused", str(exc), status=exc.status))
+    except redis.RedisError as exc:
+        if request.POST.get("confirm") == "1":  # a dry run changes nothing and is not audited
+            _audit(request, req, Outcome("error", f"{type(exc).__name__}: {exc}"), {})
+        raise
     verb = {"retry": "retried", "dead-letter": "dead-lettered", "acknowledge": "acknowledged"}
     context: dict[str, Any] = {
         "action": action,

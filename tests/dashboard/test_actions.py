@@ -403,6 +403,22 @@ class RedisDownTests:
         event = last_audit()
         assert event.result == "error" and "ConnectionError" in event.detail
 
+    def test_bulk_confirm_with_redis_down_is_audited_as_error(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: SettingsWrapper
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+        response = make_client().post(
+            bulk_url(stream, "retry"),
+            {"snapshot_id": ids[-1], "ids": ids, "confirm": "1"},
+            headers=HTMX,
+        )
+        assert response.status_code == 503
+        assert response["HX-Retarget"] == "#messages"
+        assert pending_ids(r, stream) == ids
+        event = last_audit()
+        assert (event.action, event.result) == ("bulk-retry", "error")
+
 
 class NotPendingButPresentTests:
     def test_retry_of_an_acked_entry_is_refused(
@@ -550,6 +566,8 @@ class BulkTests:
         client = make_client()
         assert client.post(bulk_url(stream, "retry"), {"ids": ids}).status_code == 400
         assert client.post(bulk_url(stream, "claim"), {"ids": ids}).status_code == 404
+        unknown_group = bulk_url(stream, "retry", group="nope")
+        assert client.post(unknown_group, {"snapshot_id": ids[-1], "ids": ids}).status_code == 404
         assert pending_ids(r, stream) == ids
 
     def test_reader_cannot_bulk(self, r: redis.Redis, stream: str, make_client: MakeClient) -> None:

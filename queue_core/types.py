@@ -61,6 +61,7 @@ class Outcome(StrEnum):
     DEAD_LETTERED = "dead-lettered"  # moved to {S}:dlq and acked, atomically
     SKIPPED = "skipped"  # a replay meant for another group: acked without running
     NOT_PENDING = "not-pending"  # someone else acked, moved or took it first
+    ACK_FAILED = "ack-failed"  # the handler returned but XACK failed (logged); still pending
 
 
 @dataclass(frozen=True, slots=True)

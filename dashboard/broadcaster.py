@@ -70,9 +70,10 @@ PARTIALS: dict[str, tuple[str, tuple[str, ...]]] = {
     "group": ("dashboard/group.html", ("group-summary", "consumer-table", "pending-table")),
     "entry": ("dashboard/entry.html", ("entry-state", "failure-history")),
 }
-#: Minimum gap between two poll+render cycles: an event or XADD storm costs at most
-#: ~10 cycles a second, whatever its rate.
-MIN_INTERVAL_S = 0.1
+#: Minimum gap between two poll+render cycles: an event or XADD storm costs at most four
+#: renders and pushes a second, whatever its rate. A change after a quiet spell is still
+#: pushed at once.
+MIN_INTERVAL_S = 0.25
 #: After a wake, wait this long so a burst of events lands in one render.
 COALESCE_S = 0.02
 #: Idle times and ages are shown relative to now, so open surfaces are re-rendered this
@@ -372,6 +373,8 @@ class Broadcaster:
             self._html.pop(key, None)
             if not any(s == surface for s, _ in self._subs):
                 self._signatures.pop(surface, None)
+            if not self._subs:
+                self._last_ids = {}  # nothing open: the XREAD watcher goes quiet too
 
     def open_surfaces(self) -> set[Surface]:
         return {s for s, _ in self._subs}

@@ -4,6 +4,16 @@ The worker, the reads (selectors) and the writes (services) that the dashboard u
 This package never imports Django; workers need no database.
 """
 
-from queue_core.types import ActionRefused, Job, PermanentFailure, UnparseableEntry
+from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure, UnparseableEntry
+from queue_core.worker import Worker, process_entry, reclaim_stale
 
-__all__ = ["ActionRefused", "Job", "PermanentFailure", "UnparseableEntry"]
+__all__ = [
+    "ActionRefused",
+    "Job",
+    "Outcome",
+    "PermanentFailure",
+    "UnparseableEntry",
+    "Worker",
+    "process_entry",
+    "reclaim_stale",
+]

@@ -102,6 +102,10 @@ def _raise_transport(replies: Sequence[Any]) -> None:
             raise reply
 
 
+def _count(reply: Any) -> int:
+    return reply if isinstance(reply, int) else 0
+
+
 def _missing(reply: Any) -> bool:
     """A reply that means "no such key / group" (or a key of another type)."""
     return isinstance(reply, redis.ResponseError)
@@ -144,8 +148,8 @@ def _stream_info(name: str, info: Mapping[str, Any], dlq_len: Any, failures_len:
         entries_added=_int(info.get("entries-added")),
         recorded_first_entry_id=_text(info.get("recorded-first-entry-id")) or None,
         groups=int(info.get("groups", 0)),
-        dlq_length=dlq_len if isinstance(dlq_len, int) else 0,
-        failures_length=failures_len if isinstance(failures_len, int) else 0,
+        dlq_length=_count(dlq_len),
+        failures_length=_count(failures_len),
     )
 
 
@@ -206,16 +210,17 @@ def stream_discover(
 def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[StreamSummary, ...]:
     """The overview row of each stream, in two pipelined round trips for any number.
 
-    Round 1, per stream: XINFO STREAM, XINFO GROUPS, XLEN of the DLQ and of the failure
-    log (O(1) / O(groups)). Round 2: the XPENDING summary (O(consumers)) of each group
-    with pending entries, for the oldest pending id. Streams deleted since discovery
-    are left out.
+    Round 1, per stream: XLEN, XINFO GROUPS, XLEN of the DLQ and of the failure log
+    (O(1) / O(groups)). Round 2: the XPENDING summary (O(consumers)) of each group with
+    pending entries, for the oldest pending id. Streams deleted since discovery are left
+    out. XLEN rather than XINFO STREAM: the overview needs only the length, and XINFO
+    STREAM also sends the first and last entries, whose payloads may be large.
     """
     if not streams:
         return ()
     pipe = client.pipeline(transaction=False)
     for name in streams:
-        pipe.xinfo_stream(name)
+        pipe.xlen(name)
         pipe.xinfo_groups(name)
         companions = _companions(name)
         # A cross-slot name has no companions: XLEN of a name that is never a key is 0.
@@ -224,14 +229,16 @@ def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[St
     replies = pipe.execute(raise_on_error=False)
     _raise_transport(replies)
 
-    rows: list[tuple[str, StreamInfo, list[GroupInfo]]] = []
+    rows: list[tuple[str, tuple[int, int, int], list[GroupInfo]]] = []
     wanted: list[tuple[int, str]] = []
     for i, name in enumerate(streams):
-        info, groups_raw, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
-        if _missing(info) or not isinstance(info, dict):
+        length, groups_raw, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
+        # XINFO GROUPS fails on a missing key (XLEN would say 0) and on another type.
+        if _missing(length) or _missing(groups_raw):
             continue
-        groups = [] if _missing(groups_raw) else [_group_info(g) for g in groups_raw]
-        rows.append((name, _stream_info(name, info, dlq_len, failures_len), groups))
+        groups = [_group_info(g) for g in groups_raw]
+        lengths = (int(length), _count(dlq_len), _count(failures_len))
+        rows.append((name, lengths, groups))
         wanted.extend((len(rows) - 1, g.name) for g in groups if g.pending > 0)
 
     oldest: dict[tuple[int, str], str | None] = {}
@@ -246,7 +253,7 @@ def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[St
                 oldest[key] = _text(reply["min"])
 
     out: list[StreamSummary] = []
-    for index, (name, info, groups) in enumerate(rows):
+    for index, (name, (length, dlq_length, failures_length), groups) in enumerate(rows):
         stats = tuple(
             GroupStats(
                 name=g.name,
@@ -262,15 +269,14 @@ def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[St
         out.append(
             StreamSummary(
                 name=name,
-                length=info.length,
+                length=length,
                 groups=len(groups),
                 consumers=sum(g.consumers for g in groups),
                 pending=sum(g.pending for g in groups),
                 max_lag=max(lags) if lags else None,
                 oldest_pending_id=min(oldest_ids, key=entry_id_key) if oldest_ids else None,
-                dlq_length=info.dlq_length,
-                failures_length=info.failures_length,
-                last_id=info.last_generated_id,
+                dlq_length=dlq_length,
+                failures_length=failures_length,
                 group_stats=stats,
             )
         )

@@ -134,7 +134,6 @@ class StreamSummary:
     oldest_pending_id: str | None
     dlq_length: int
     failures_length: int
-    last_id: str
     group_stats: tuple[GroupStats, ...] = ()
 
     @property

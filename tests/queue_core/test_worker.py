@@ -151,7 +151,7 @@ class WorkerFailureTests:
         self, r: redis.Redis, redis_url: str, stream: str
     ) -> None:
         bad, good = add_entries(r, stream, 2)
-        pubsub = r.pubsub()
+        pubsub = r.pubsub()  # type: ignore[no-untyped-call]
         pubsub.subscribe(EVENTS_CHANNEL)
         wait_until(lambda: pubsub.get_message(timeout=0.1), what="subscription")
 

@@ -20,7 +20,7 @@ import redis
 
 from queue_core import Job, PermanentFailure, Worker
 from queue_core.keys import EVENTS_CHANNEL, REPLAY_GROUP_FIELD, stream_keys
-from queue_core.worker import WorkerConfigError, process_entry, reclaim_stale
+from queue_core.worker import WorkerConfigError, handler_load, process_entry, reclaim_stale
 from tests.factories import add_entries, make_group, make_pending
 
 
@@ -389,6 +389,22 @@ class WorkerConfigTests:
         kwargs: dict[str, Any] = {"stream": "s", "group": "g", "handler": print} | options
         with pytest.raises(WorkerConfigError, match=message):
             Worker(url=redis_url, **kwargs)
+
+    @pytest.mark.parametrize(
+        ("path", "message"),
+        [
+            ("tests.integration.handlers", "must look like package.module:function"),
+            ("tests.integration.no_such_module:f", "cannot import handler module"),
+            ("tests.integration.handlers:nope", "has no attribute 'nope'"),
+            ("tests.integration.handlers:NOT_CALLABLE", "is not callable"),
+        ],
+    )
+    def test_bad_handler_paths_are_refused(self, path: str, message: str) -> None:
+        with pytest.raises(WorkerConfigError, match=message):
+            handler_load(path)
+
+    def test_handler_path_loads_the_function(self) -> None:
+        assert handler_load("tests.integration.handlers:quick").__name__ == "quick"
 
     def test_unreachable_redis_is_a_config_error(self) -> None:
         worker = Worker(stream="s", group="g", handler=print, url="redis://127.0.0.1:1/0")

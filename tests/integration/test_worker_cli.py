@@ -1,0 +1,209 @@
+"""``manage.py queue_worker`` as a process: bad configuration, SIGTERM/SIGINT, SIGKILL.
+
+The worker runs with a DATABASE_URL that cannot be opened, which proves it needs no
+database. Handlers are in tests/integration/handlers.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from queue_core import Job
+from tests.factories import add_entries, make_group
+from tests.queue_core.test_worker import new_worker, running, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def handler_log(tmp_path: Path) -> Path:
+    path = tmp_path / "handler.log"
+    path.touch()
+    return path
+
+
+def worker_env(redis_url: str, handler_log: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env.update(
+        VALKEY_URL=redis_url,
+        DJANGO_SECRET_KEY="test-only",
+        DJANGO_DEBUG="0",
+        DATABASE_URL="sqlite:////nonexistent-dir/ackboard-no-db.sqlite3",
+        ACKBOARD_TEST_HANDLER_LOG=str(handler_log),
+        **extra,
+    )
+    return env
+
+
+def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "queue_worker", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "queue_worker", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def log_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def pending_rows(r: redis.Redis, stream: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = r.xpending_range(stream, "g", min="-", max="+", count=10)
+    return rows
+
+
+@pytest.fixture
+def proc_cleanup() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def track(proc: subprocess.Popen[str]) -> subprocess.Popen[str]:
+        started.append(proc)
+        return proc
+
+    yield track
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+class QueueWorkerConfigTests:
+    @pytest.mark.parametrize(
+        ("stream", "handler", "url", "message"),
+        [
+            ("s", "tests.integration.no_such_module:f", None, "cannot import handler module"),
+            ("s", "tests.integration.handlers:NOT_CALLABLE", None, "is not callable"),
+            (
+                "s",
+                "tests.integration.handlers:quick",
+                "redis://127.0.0.1:1/0",
+                "cannot reach Redis",
+            ),
+            ("a}b", "tests.integration.handlers:quick", None, "cannot share a cluster slot"),
+        ],
+    )
+    def test_bad_configuration_is_one_line_and_exit_2(
+        self,
+        redis_url: str,
+        handler_log: Path,
+        stream: str,
+        handler: str,
+        url: str | None,
+        message: str,
+    ) -> None:
+        env = worker_env(url or redis_url, handler_log)
+        result = run_worker(env, "--stream", stream, "--group", "g", "--handler", handler)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert message in lines[0]
+        assert "Traceback" not in result.stderr
+
+
+class QueueWorkerSignalTests:
+    @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+    def test_stop_signal_lets_in_flight_handler_finish_then_acks_and_exits_0(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        handler_log: Path,
+        proc_cleanup: Callable[[subprocess.Popen[str]], subprocess.Popen[str]],
+        sig: signal.Signals,
+    ) -> None:
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        env = worker_env(redis_url, handler_log, ACKBOARD_TEST_SLEEP_S="0.8")
+        proc = proc_cleanup(start_worker(
+            env, "--stream", stream, "--group", "g", "--handler", "tests.integration.handlers:slow",
+            "--consumer", "w-signal", "--block-ms", "100", "--grace-seconds", "10",
+        ))  # fmt: skip
+        wait_until(lambda: log_lines(handler_log), timeout=20, what="the handler to start")
+        add_entries(r, stream, 3)  # arrives after the stop request: must not be run
+
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=20)
+
+        assert proc.returncode == 0, stderr
+        assert log_lines(handler_log) == [f"start {entry_id} 1", f"done {entry_id} 1"]
+        # Acked: nothing of this consumer is pending; the later entries were never read.
+        assert [row["consumer"] for row in pending_rows(r, stream)] == []
+        assert "Traceback" not in stderr
+
+    def test_handler_past_the_grace_period_stays_pending(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        handler_log: Path,
+        proc_cleanup: Callable[[subprocess.Popen[str]], subprocess.Popen[str]],
+    ) -> None:
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        env = worker_env(redis_url, handler_log, ACKBOARD_TEST_SLEEP_S="30")
+        proc = proc_cleanup(start_worker(
+            env, "--stream", stream, "--group", "g", "--handler", "tests.integration.handlers:slow",
+            "--consumer", "w-grace", "--block-ms", "100", "--grace-seconds", "0.3",
+        ))  # fmt: skip
+        wait_until(lambda: log_lines(handler_log), timeout=20, what="the handler to start")
+
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+
+        assert proc.returncode == 0, stderr
+        assert time.monotonic() - started < 10  # did not wait for the 30 s handler
+        [row] = pending_rows(r, stream)
+        assert row["message_id"].decode() == entry_id and row["consumer"] == b"w-grace"
+
+    def test_after_sigkill_the_entry_stays_pending_and_another_worker_takes_it(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        handler_log: Path,
+        proc_cleanup: Callable[[subprocess.Popen[str]], subprocess.Popen[str]],
+    ) -> None:
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        env = worker_env(redis_url, handler_log, ACKBOARD_TEST_SLEEP_S="30")
+        proc = proc_cleanup(start_worker(
+            env, "--stream", stream, "--group", "g", "--handler", "tests.integration.handlers:slow",
+            "--consumer", "doomed", "--block-ms", "100",
+        ))  # fmt: skip
+        wait_until(lambda: log_lines(handler_log), timeout=20, what="the handler to start")
+
+        proc.kill()
+        proc.wait(10)
+
+        [row] = pending_rows(r, stream)
+        assert row["message_id"].decode() == entry_id and row["consumer"] == b"doomed"
+        jobs: list[Job] = []
+        survivor = new_worker(
+            redis_url, stream, jobs.append, consumer="survivor", min_idle_ms=100,
+            reclaim_interval_ms=20,
+        )  # fmt: skip
+        with running(survivor):
+            wait_until(lambda: not pending_rows(r, stream), what="the survivor's ack")
+        assert [(j.id, j.delivery_count) for j in jobs] == [(entry_id, 2)]

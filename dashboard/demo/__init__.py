@@ -34,10 +34,15 @@ class WorkerSpec:
 WORKERS: tuple[WorkerSpec, ...] = (
     WorkerSpec(ORDERS, "billing", "dashboard.demo.handlers:flaky", "billing-1"),
     WorkerSpec(ORDERS, "billing", "dashboard.demo.handlers:flaky", "billing-2"),
-    WorkerSpec(ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-1", concurrency=4),
-    WorkerSpec(ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-2", concurrency=4),
+    # batch == concurrency: a worker told to stop finishes at most one slow round.
     WorkerSpec(
-        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-3", concurrency=4,
+        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-1", concurrency=4, batch=4
+    ),
+    WorkerSpec(
+        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-2", concurrency=4, batch=4
+    ),
+    WorkerSpec(
+        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-3", concurrency=4, batch=4,
         doomed=True,
     ),
     WorkerSpec(EMAILS, "mailer", "dashboard.demo.handlers:normal", "mailer-1", concurrency=2),

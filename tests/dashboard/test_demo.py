@@ -36,7 +36,7 @@ from dashboard.demo.producer import (
     order_fields,
 )
 from dashboard.demo.supervisor import Supervisor
-from dashboard.devredis import DevRedis, dev_redis_prepare
+from dashboard.devredis import DevRedis, dev_redis_prepare, free_port
 from queue_core.keys import stream_keys
 from queue_core.parsing import fields_parse
 from queue_core.types import Job, PermanentFailure, UnparseableEntry
@@ -371,3 +371,120 @@ class DemoCommandTests:
             )
         assert out.returncode != 0
         assert f"127.0.0.1:{port} is in use" in out.stderr
+
+    @pytest.mark.timeout(60)
+    def test_a_server_from_redis_url_is_used_and_left_running(
+        self, tmp_path: Path, demo_server: DevRedis, demo_client: redis.Redis
+    ) -> None:
+        demo_client.set("someone-else:key", "kept")
+        env = _demo_env(tmp_path) | {"REDIS_URL": demo_server.url}
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "demo",
+                "--port",
+                str(free_port()),
+                "--kill-after",
+                "0",
+                "--backlog",
+                "10",
+                "--slow-ms",
+                "200",
+                "--grace-seconds",
+                "1",
+            ],  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        out = _Lines(proc)
+        try:
+            out.until(r"from VALKEY_URL/REDIS_URL", 30)
+            out.until(r"^Dashboard\s+http://", 40)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+        assert proc.returncode == 0, "".join(out.seen)
+        assert "private redis-server" not in "".join(out.seen)
+        # Not flushed, not stopped: the demo only added its own demo: keys.
+        assert demo_client.get("someone-else:key") == b"kept"
+        assert demo_client.xlen(ORDERS) >= 10
+        demo_client.delete("someone-else:key")
+
+    @pytest.mark.timeout(90)
+    def test_end_to_end_then_ctrl_c_leaves_nothing_behind(self, tmp_path: Path) -> None:
+        port = free_port()
+        proc = subprocess.Popen(
+            [
+                sys.executable, "manage.py", "demo",
+                "--port", str(port),
+                "--rate", "20",
+                "--backlog", "30",
+                "--min-idle-ms", "800",
+                "--max-deliveries", "2",
+                "--kill-after", "1",
+                "--slow-ms", "400",
+                "--grace-seconds", "1",
+            ],
+            cwd=ROOT,
+            env=_demo_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        out = _Lines(proc)
+        try:
+            redis_url = out.until(r"^\s+(redis://127\.0\.0\.1:\d+/0)", 30).group(1)
+            base = out.until(r"^Dashboard\s+(http://\S+)", 40).group(1)
+            username = out.until(r"^Username\s+(\S+)", 1).group(1)
+            password = out.until(r"^Password\s+(\S+)", 1).group(1)
+            assert base == f"http://127.0.0.1:{port}/"
+            assert (tmp_path / "secret_key").exists() and (tmp_path / "db.sqlite3").exists()
+
+            opener = _login(base, username, password)
+            with opener.open(base + "admin/", timeout=10) as response:
+                assert response.status == 200 and "/login/" not in response.url
+
+            client = redis.Redis.from_url(redis_url)
+            try:
+                groups = {g["name"]: g for g in client.xinfo_groups(ORDERS)}
+                assert set(groups) == {b"billing", b"shipping"}
+                assert _poll(lambda: any(g["pending"] for g in client.xinfo_groups(ORDERS)), 10), (
+                    "no pending entries in demo:orders"
+                )
+                # The poison order (#3) exhausts 2 deliveries; email #2 bounces at once.
+                assert _poll(lambda: client.xlen(stream_keys(ORDERS).dlq) > 0, 20)
+                assert _poll(lambda: client.xlen(stream_keys(EMAILS).dlq) > 0, 5)
+                assert client.xlen(stream_keys(ORDERS).failures) > 0
+
+                # One shipping consumer is SIGKILLed mid-batch; the others reclaim its entries.
+                out.until(r"^Chaos\s+SIGKILLed consumer shipping-3 .* with [1-9]\d* entries", 20)
+
+                def doomed_pending() -> int:
+                    for c in client.xinfo_consumers(ORDERS, "shipping"):
+                        if c["name"] == b"shipping-3":
+                            return int(c["pending"])
+                    return 0
+
+                assert _poll(lambda: doomed_pending() == 0, 10), "stale entries not reclaimed"
+            finally:
+                client.close()
+
+            children = _descendants(proc.pid)
+            assert len(children) >= len(WORKERS) + 1  # workers (one killed) + daphne + redis
+        except BaseException:
+            proc.kill()
+            raise
+        proc.send_signal(signal.SIGINT)
+        try:
+            assert proc.wait(timeout=30) == 0, "".join(out.seen)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert not _wait_gone(children, 5), "processes left behind after Ctrl-C"
+        out.until(r"^Stopped\.", 2)
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis.from_url(redis_url, socket_connect_timeout=1).ping()

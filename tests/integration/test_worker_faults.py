@@ -1,0 +1,132 @@
+"""Redis going away under a running Worker: dropped connections, a restart, a failed XACK.
+
+Each test starts its own redis-server so it can kill it and start it again on the same
+port. Data survives a restart through an explicit SAVE (the server runs without
+automatic persistence), so what the worker acked after the SAVE comes back pending:
+that is at-least-once, and the tests check nothing is lost and the worker never dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from queue_core import Job
+from tests.factories import add_entries, make_group
+from tests.queue_core.test_worker import new_worker, running, wait_until
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    instance = RedisServer().start()
+    try:
+        yield instance
+    finally:
+        instance.cleanup()
+
+
+def client_of(server: RedisServer) -> redis.Redis:
+    return redis.Redis.from_url(server.url, socket_timeout=5)
+
+
+def kill_clients_named(r: redis.Redis, name: str) -> int:
+    """Drop every connection the worker opened (it names them after its consumer)."""
+    killed = 0
+    clients: Any = r.client_list()
+    for client in clients:
+        if client.get("name") == name:
+            r.client_kill_filter(_id=client["id"])
+            killed += 1
+    return killed
+
+
+def drained(r: redis.Redis, stream: str) -> bool:
+    groups: Any = r.xinfo_groups(stream)
+    return (
+        groups[0]["pending"] == 0
+        and groups[0]["last-delivered-id"] == r.xinfo_stream(stream)["last-generated-id"]
+    )
+
+
+class WorkerOutageTests:
+    def test_dropped_connections_are_reopened_and_nothing_is_lost(
+        self, server: RedisServer
+    ) -> None:
+        r = client_of(server)
+        stream = "faults:drop"
+        make_group(r, stream, "g")
+        ids = add_entries(r, stream, 300)
+        handled: list[str] = []
+
+        def handler(job: Job) -> None:
+            time.sleep(0.002)
+            handled.append(job.id)
+
+        worker = new_worker(
+            server.url, stream, handler, consumer="w-drop", batch=20, min_idle_ms=300,
+            reclaim_interval_ms=50, backoff_cap_s=0.3,
+        )  # fmt: skip
+        with running(worker):
+            for _ in range(3):
+                wait_until(lambda: kill_clients_named(r, "w-drop"), what="worker connections")
+                time.sleep(0.1)
+            wait_until(lambda: drained(r, stream), timeout=15, what="the group to drain")
+
+        assert set(handled) == set(ids)  # nothing lost
+        assert worker.stats.outages >= 1
+
+    def test_worker_survives_a_redis_restart(self, server: RedisServer) -> None:
+        r = client_of(server)
+        stream = "faults:restart"
+        make_group(r, stream, "g")
+        first = add_entries(r, stream, 20)
+        handled: list[str] = []
+        worker = new_worker(
+            server.url, stream, lambda job: handled.append(job.id), consumer="w-restart",
+            min_idle_ms=200, reclaim_interval_ms=50, backoff_cap_s=0.3,
+        )  # fmt: skip
+        with running(worker):
+            wait_until(lambda: drained(r, stream), what="the first entries")
+            r.save()
+            server.kill()
+            time.sleep(0.5)  # the worker retries against a closed port meanwhile
+            server.start()
+            r = client_of(server)
+            second = add_entries(r, stream, 20)
+            wait_until(lambda: drained(r, stream), timeout=15, what="the second entries")
+
+        assert set(handled) == set(first + second)
+        assert worker.stats.outages >= 1
+
+    def test_failed_xack_is_logged_and_the_entry_stays_pending(
+        self, server: RedisServer, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        r = client_of(server)
+        stream = "faults:xack"
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        ran = threading.Event()
+
+        def handler(job: Job) -> None:
+            # Redis dies between the handler's work and the ack.
+            r.save()
+            server.kill()
+            ran.set()
+
+        worker = new_worker(server.url, stream, handler, consumer="w-xack", backoff_cap_s=0.3)
+        with caplog.at_level(logging.ERROR, logger="queue_core.worker"), running(worker):
+            assert ran.wait(5)
+            wait_until(lambda: worker.stats.ack_errors == 1, what="the failed XACK")
+            server.start()
+            r = client_of(server)
+            rows = r.xpending_range(stream, "g", min="-", max="+", count=10)
+            assert [row["message_id"].decode() for row in rows] == [entry_id]
+
+        assert any("XACK of 1 entries" in m and "stay pending" in m for m in caplog.messages)

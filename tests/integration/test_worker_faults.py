@@ -49,9 +49,9 @@ def kill_clients_named(r: redis.Redis, name: str) -> int:
 
 def drained(r: redis.Redis, stream: str) -> bool:
     groups: Any = r.xinfo_groups(stream)
-    return (
-        groups[0]["pending"] == 0
-        and groups[0]["last-delivered-id"] == r.xinfo_stream(stream)["last-generated-id"]
+    info: Any = r.xinfo_stream(stream)
+    return bool(
+        groups[0]["pending"] == 0 and groups[0]["last-delivered-id"] == info["last-generated-id"]
     )
 
 

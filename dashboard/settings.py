@@ -167,6 +167,8 @@ ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackbo
 ACKBOARD_FAILURE_RETENTION_DAYS = int(os.environ.get("ACKBOARD_FAILURE_RETENTION_DAYS", "30"))
 #: Time budget of one failure search, in ms; a broader search is stopped with a message.
 ACKBOARD_FAILURE_SEARCH_MS = int(os.environ.get("ACKBOARD_FAILURE_SEARCH_MS", "1500"))
+#: Bearer token a Prometheus scraper may send to /metrics instead of logging in ("" = none).
+ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.
 ACKBOARD_LIVE_TICK = float(os.environ.get("ACKBOARD_LIVE_TICK", "1.0"))
 

@@ -372,6 +372,20 @@ class DemoCommandTests:
         assert out.returncode != 0
         assert f"127.0.0.1:{port} is in use" in out.stderr
 
+    def test_unreachable_redis_url_is_a_clear_error(self, tmp_path: Path) -> None:
+        env = _demo_env(tmp_path) | {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+        out = subprocess.run(
+            [sys.executable, "manage.py", "demo", "--port", str(free_port())],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1
+        assert "CommandError: cannot reach redis://127.0.0.1:" in out.stderr
+        assert "Traceback" not in out.stderr
+
     @pytest.mark.timeout(60)
     def test_a_server_from_redis_url_is_used_and_left_running(
         self, tmp_path: Path, demo_server: DevRedis, demo_client: redis.Redis

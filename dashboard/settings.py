@@ -142,8 +142,9 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# Serve app static files without a collectstatic step (demo, tests, small deployments).
+# WhiteNoise serves app static files straight from the finders, so no collectstatic step
+# is needed (demo, tests, small deployments). Set DJANGO_STATIC_ROOT to collect them.
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 
 # --- Ackboard ---------------------------------------------------------------------------

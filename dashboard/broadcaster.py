@@ -288,6 +288,7 @@ def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -
     request.method = "GET"
     request.path = request.path_info = surface_path(surface)
     request.user = user  # type: ignore[assignment]
+    # No "csrf_token" key: {% csrf_token %} renders nothing (with a warning under DEBUG).
     ctx = {**context, "user": user, "perms": PermWrapper(user), "request": request}
     return {name: render_to_string(f"{template}#{name}", ctx) for name in partials}
 

@@ -18,20 +18,27 @@ from django.conf import settings
 
 from dashboard.broadcaster import Perms, Surface, get_broadcaster
 from dashboard.converters import NameConverter
-from queue_core.keys import MAX_NAME_LENGTH, allowed
+from queue_core.keys import MAX_NAME_LENGTH, allowed, companion_parent
 
 _ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
+#: Close codes (application range). The ws extension reconnects only after abnormal
+#: closures (1006, 1011-1013), so these end the socket for good and live.js says why.
+CLOSE_LOGIN = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
 
 
-def _user_perms_sync(user: Any) -> Perms | None:
-    if user is None or not user.is_authenticated or not user.has_perm("dashboard.view_queues"):
-        return None
+def _user_perms_sync(user: Any) -> Perms | int:
+    if user is None or not user.is_authenticated:
+        return CLOSE_LOGIN
+    if not user.has_perm("dashboard.view_queues"):
+        return CLOSE_FORBIDDEN
     return frozenset(p for p in user.get_all_permissions() if p.startswith("dashboard."))
 
 
-async def _user_perms(user: Any) -> Perms | None:
-    """The user's ``dashboard.*`` permissions, or None when they may not read queues."""
-    perms: Perms | None = await database_sync_to_async(_user_perms_sync)(user)
+async def _user_perms(user: Any) -> Perms | int:
+    """The user's ``dashboard.*`` permissions, or the close code when they may not read."""
+    perms: Perms | int = await database_sync_to_async(_user_perms_sync)(user)
     return perms
 
 
@@ -58,6 +65,8 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
         stream = _name(kwargs.get("stream"))
         if stream is None or not allowed(stream, tuple(settings.ACKBOARD_STREAMS)):
             return None
+        if companion_parent(stream) is not None:
+            return None  # companions are shown under their stream, as on the pages
         if self.kind == "stream":
             return Surface("stream", stream=stream)
         if self.kind == "group":
@@ -71,10 +80,12 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
     async def connect(self) -> None:
         perms = await _user_perms(self.scope.get("user"))
         surface = self.surface()
-        if perms is None or surface is None:
-            # Closing before accept rejects the handshake (HTTP 403); the ws extension
-            # does not retry a refused socket.
-            await self.close()
+        if isinstance(perms, int) or surface is None:
+            # Accept only to close with a reason: a refused handshake looks like a network
+            # failure to the browser (1006), which the ws extension would retry forever.
+            # Nothing is sent before the close.
+            await self.accept()
+            await self.close(code=perms if isinstance(perms, int) else CLOSE_NOT_FOUND)
             return
         broadcaster = get_broadcaster()
         self.live_group = broadcaster.group_name(surface, perms)

@@ -72,4 +72,10 @@ def stream(prefix: str) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run browser tests last: Playwright's sync API runs its own event loop, which breaks
     pytest-asyncio tests that come after it (STYLE.md, Tests)."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    # Among them, test_browser.py first: it takes the README screenshots of a fresh dataset.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("browser") is not None,
+            "test_browser.py" not in item.nodeid,
+        )
+    )

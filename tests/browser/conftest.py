@@ -85,13 +85,27 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
-@pytest.fixture
-def page(chromium: Any, web_server: LiveServer) -> Iterator[Any]:
-    """A logged-in page in a fresh browser context, 1280 px wide."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 860})
-    context.set_default_timeout(10_000)
+@pytest.fixture(scope="session")
+def login_state(chromium: Any, web_server: LiveServer) -> Any:
+    """Cookies of one login through the form, reused by every logged-in context (the
+    production password hasher makes each login cost about a second)."""
+    context = chromium.new_context()
     page = context.new_page()
     login(page, web_server)
+    state = context.storage_state()
+    context.close()
+    return state
+
+
+@pytest.fixture
+def page(chromium: Any, web_server: LiveServer, login_state: Any) -> Iterator[Any]:
+    """A logged-in page on the overview, in a fresh browser context, 1280 px wide."""
+    context = chromium.new_context(
+        viewport={"width": 1280, "height": 860}, storage_state=login_state
+    )
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    page.goto(web_server.url + "/")
     try:
         yield page
     finally:

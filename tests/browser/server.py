@@ -61,6 +61,8 @@ class LiveServer:
     tick: float = 1.0
     username: str = "operator"
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    #: Fixed for the server's life, so sessions survive a restart of the web process.
+    secret_key: str = field(default_factory=lambda: "browser-tests-" + secrets.token_urlsafe(40))
     port: int = field(default_factory=free_port)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ackboard-web-")))
     #: Also run the failure ingestor (``manage.py ingest_failures``) polling this often.
@@ -84,7 +86,7 @@ class LiveServer:
         }
         env.update(
             DJANGO_SETTINGS_MODULE="dashboard.settings",
-            DJANGO_SECRET_KEY="browser-tests-" + secrets.token_urlsafe(40),
+            DJANGO_SECRET_KEY=self.secret_key,
             DJANGO_HTTPS="0",
             DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
             DATABASE_URL=f"sqlite:///{self.workdir / 'db.sqlite3'}",
@@ -114,15 +116,19 @@ class LiveServer:
         self._manage(
             "createsuperuser", "--noinput", "--username", self.username, "--email", "op@example.com"
         )
-        log = self.log_path.open("wb")
         if self.ingest_poll is not None:
             self.ingestor = subprocess.Popen(
                 [sys.executable, "manage.py", "ingest_failures", "--poll", str(self.ingest_poll)],
                 cwd=ROOT,
                 env=self.env(),
-                stdout=log,
+                stdout=self.log_path.with_suffix(".ingest.log").open("wb"),
                 stderr=subprocess.STDOUT,
             )
+        return self.start_web(timeout)
+
+    def start_web(self, timeout: float = 30.0) -> LiveServer:
+        """Start (or restart, on the same port) the daphne process."""
+        log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
              "dashboard.asgi:application"],
@@ -145,6 +151,13 @@ class LiveServer:
                 self.stop()
                 raise ServerFailed(f"daphne did not answer:\n{self.log_path.read_text()}")
             time.sleep(0.1)
+
+    def stop_web(self) -> None:
+        """Stop only the web process (its sockets drop; the browser's pages stay)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
 
     def stop(self) -> None:
         for proc in (self.proc, self.ingestor):

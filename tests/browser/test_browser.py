@@ -208,3 +208,21 @@ class LiveTests:
         )
         expect(row).to_contain_text(message)
         expect(indicator).to_have_attribute("data-state", "live")
+
+    def test_socket_reconnects_after_a_server_restart_and_catches_up(
+        self, page: Any, web_server: LiveServer, seeded: dict[str, str], browser_redis: redis.Redis
+    ) -> None:
+        orders = seeded["orders"]
+        _live(page)
+        indicator = page.locator("#live-indicator")
+        length_cell = page.locator("#stream-table tr", has_text=orders).locator("td").nth(2)
+        before = int(length_cell.inner_text())
+        web_server.stop_web()
+        expect(indicator).to_have_attribute("data-state", "offline")
+        expect(indicator).to_contain_text("reconnecting")
+        browser_redis.xadd(orders, {"payload": '{"order_id": 2002}'})
+        web_server.start_web()
+        # The ws extension retries with jittered backoff; the first render after the
+        # reconnect brings the change made while the server was down.
+        expect(indicator).to_have_attribute("data-state", "live", timeout=20_000)
+        expect(length_cell).to_have_text(str(before + 1))

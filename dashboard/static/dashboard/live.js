@@ -13,7 +13,13 @@
 (() => {
   "use strict";
   const held = new Map();
-  const state = { socket: "none", selecting: false, hidden: document.hidden };
+  const state = { socket: "none", closeCode: 0, selecting: false, hidden: document.hidden };
+  // Why the server closed the socket for good (see dashboard/consumers.py).
+  const refused = {
+    4401: "offline · log in again",
+    4403: "offline · no permission",
+    4404: "offline · not a live page",
+  };
 
   const paused = () => state.selecting || state.hidden;
 
@@ -29,7 +35,8 @@
     let label = "live";
     if (state.socket !== "open") {
       name = "offline";
-      label = state.socket === "closed" ? "offline · reconnecting" : "connecting";
+      label = refused[state.closeCode]
+        || (state.socket === "closed" ? "offline · reconnecting" : "connecting");
     } else if (state.selecting) {
       name = "paused";
       label = "paused · rows selected";
@@ -92,8 +99,9 @@
     recheck();
   });
 
-  const setSocket = (value) => () => {
+  const setSocket = (value) => (event) => {
     state.socket = value;
+    state.closeCode = value === "closed" ? event.detail?.event?.code || 0 : 0;
     showState();
   };
   document.addEventListener("htmx:wsConnecting", setSocket("connecting"));

@@ -46,7 +46,9 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 from redis.backoff import NoBackoff
+from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
+from redis.utils import HIREDIS_AVAILABLE
 
 from queue_core.connection import connect, redis_url
 from queue_core.events import event_publish
@@ -664,8 +666,9 @@ class Worker:
         self._loop = loop
         self._force = loop.create_future()
         self._client = self._connect_sync()
-        self._aclient = aredis.Redis.from_url(
+        pool = aredis.ConnectionPool.from_url(
             self.url,
+            connection_class=_connection_class(self.url),
             decode_responses=False,
             socket_timeout=self.block_ms / 1000 + 5,
             socket_connect_timeout=2,
@@ -673,6 +676,7 @@ class Worker:
             client_name=self.consumer,
             max_connections=8,
         )
+        self._aclient = aredis.Redis(connection_pool=pool)
         # Raw replies: redis-py's XREADGROUP parser builds a dict per entry that we would
         # only take apart again (about a third of the per-entry cost).
         self._aclient.set_response_callback("XREADGROUP", _raw_reply)
@@ -698,6 +702,7 @@ class Worker:
                 if self._lanes is not None:
                     self._lanes.close()
                 await self._aclient.aclose()
+                await pool.aclose()
                 self._client.close()
         return self.stats
 
@@ -1181,6 +1186,24 @@ class Worker:
             "stopped: %d acked, %d failed, %d dead-lettered, %d reclaimed",
             self.stats.acked, self.stats.failed, self.stats.dead_lettered, self.stats.reclaimed,
         )  # fmt: skip
+
+
+class _HiredisPackConnection(aredis.Connection):
+    """Packs commands in C (hiredis), as the sync client does. The async client packs in
+    Python: about 1.4 µs per id of a 100-id XACK, a third of the Worker's per-entry cost."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
+
+
+def _connection_class(url: str) -> type[aredis.Connection]:
+    # Plain TCP only: redis-py picks its own class for rediss:// and unix://.
+    if HIREDIS_AVAILABLE and url.startswith("redis://"):
+        return _HiredisPackConnection
+    return aredis.Connection
 
 
 def _raw_reply(response: Any, **options: Any) -> Any:

@@ -873,6 +873,9 @@ class Worker:
         if chunk.jobs and chunk.elapsed > 0 and not chunk.abandoned:
             per_job = chunk.elapsed / len(chunk.jobs)
             self._avg = per_job if self._avg is None else 0.8 * self._avg + 0.2 * per_job
+        # Refill the freed lane now rather than on the scheduler's next turn: one loop
+        # iteration less between two handlers, which is most of the gap at 10 ms each.
+        self._dispatch()
         self._wake()
 
     def _take_results(

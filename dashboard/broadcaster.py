@@ -14,10 +14,21 @@ It owns what the browser sees change without a reload. It tracks which surfaces
   stream), once per surface and distinct permission set, never per socket, and pushes
   only the partials whose HTML changed, to the surface's channels group.
 
+- after a ``failure`` event, checks the failure index (one SQL query, no Redis) every
+  50 ms for 2 s, because pages show failures from the index that the ingestor fills a
+  moment after the worker wrote ``{S}:failures``.
+
 So Redis load grows with the number of *open streams*, never with the number of tabs.
 It never writes to Redis and never renders for one user: partials are rendered with a
-stand-in user that has only a permission set, and without a request, so no CSRF token
-or per-user state can leak into a shared push.
+stand-in user that has only a permission set and a stand-in request that only knows
+the page's path, from a plain dict, so no CSRF token or per-user state can leak into a
+shared push.
+
+Paged or filtered tables (pending entries, latest entries) are pushed as their default
+view only: the first page, unfiltered. A browser showing a deeper page or a filter has
+that table marked ``data-live="off"`` and live.js leaves it alone, so one rendering per
+surface still serves everyone (rendering every view anyone looks at would make the cost
+grow with what users do).
 
 Groups are per process (the name carries a random token) because each process renders
 for its own sockets; processes share change *events* through Redis pub/sub.

@@ -27,7 +27,9 @@ class ActionRefused(Exception):  # noqa: N818
 # --- worker (queue_core.worker) -------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# No __slots__: the worker builds each Job by filling its __dict__, about 3x faster than
+# the frozen dataclass __init__ (one object.__setattr__ per field) on its hot path.
+@dataclass(frozen=True)
 class Job:
     """One delivered stream entry, as a handler sees it.
 

@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import hiredis
 import redis
 import redis.asyncio as aredis
 from redis.backoff import NoBackoff
@@ -1216,6 +1217,13 @@ class _HiredisPackConnection(aredis.Connection):
     _packer = HiredisRespSerializer()
 
     def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str) and " " not in args[0]:
+            try:
+                # The worker's own commands (str, bytes and int arguments) go straight to
+                # C; the serializer's per-argument bytearray check is ~0.3 µs per XACK id.
+                return [hiredis.pack_command(args)]
+            except TypeError:
+                pass
         packed: list[bytes] = self._packer.pack(*args)
         return packed
 

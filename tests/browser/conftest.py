@@ -42,7 +42,8 @@ def browser_redis(redis_url: str, names: str) -> Iterator[redis.Redis]:
     if names:
         patterns: tuple[str, ...] = (names + "*", "{" + names + "*")
     else:
-        patterns = tuple(p for n in ("orders", "emails", "refunds") for p in (n, "{" + n + "}*"))
+        seeded = ("orders", "emails", "refunds", "payments")
+        patterns = tuple(p for n in seeded for p in (n, "{" + n + "}*"))
     for pattern in patterns:
         for key in client.scan_iter(match=pattern, count=1000):
             client.delete(key)

@@ -152,6 +152,16 @@ class LiveServer:
                 raise ServerFailed(f"daphne did not answer:\n{self.log_path.read_text()}")
             time.sleep(0.1)
 
+    def worker(self, *args: str) -> subprocess.Popen[bytes]:
+        """A ``manage.py queue_worker`` with the server's settings (stop it with terminate)."""
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "queue_worker", *args],
+            cwd=ROOT,
+            env=self.env(),
+            stdout=self.log_path.with_suffix(".worker.log").open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
     def stop_web(self) -> None:
         """Stop only the web process (its sockets drop; the browser's pages stay)."""
         if self.proc is not None and self.proc.poll() is None:
@@ -245,7 +255,8 @@ def seed(client: redis.Redis, ns: str = "") -> dict[str, str]:
     pending entry for the dead-letter test.
     """
     orders, emails, refunds = ns + "orders", ns + "emails", ns + "refunds"
-    for name in (orders, emails, refunds):
+    payments = ns + "payments"
+    for name in (orders, emails, refunds, payments):
         keys = stream_keys(name)
         client.delete(name, keys.dlq, keys.failures)
     pipe = client.pipeline(transaction=False)
@@ -294,7 +305,18 @@ def seed(client: redis.Redis, ns: str = "") -> dict[str, str]:
     refund = client.xadd(refunds, {"payload": json.dumps({"order_id": 1007, "amount": 26.5})})
     client.xgroup_create(refunds, "processor", id="0")
     client.xreadgroup("processor", "refunder-1", {refunds: ">"})
+    # payments/charger is caught up; its failure log exists (so the server's ingestor finds
+    # it at start) for the test that runs a real, failing worker on it.
+    paid = [client.xadd(payments, {"payload": json.dumps({"charge": n})}) for n in range(3)]
+    client.xgroup_create(payments, "charger", id="0")
+    client.xreadgroup("charger", "charger-0", {payments: ">"})
+    worker_failure(
+        client, stream=payments, group="charger", entry_id=paid[0].decode(),
+        consumer="charger-0", attempt=1, error=("RuntimeError", "card declined"),
+    )  # fmt: skip
+    client.xack(payments, "charger", *paid)
     return {
+        "payments": payments,
         "orders": orders,
         "emails": emails,
         "refunds": refunds,

@@ -136,21 +136,27 @@ class LiveTests:
         browser_redis.xadd(orders, {"payload": '{"order_id": 2001}'})
         expect(length_cell).to_have_text(str(before + 1))
 
-        watcher.goto(_path(web_server, "streams", orders, "groups", "billing"))
-        _live(watcher)
-        watcher.evaluate("window.__notReloaded = true")
-        message = f"card declined ({uuid.uuid4().hex[:8]})"
-        worker_failure(
-            browser_redis,
-            stream=orders,
-            group="billing",
-            entry_id=seeded["pending"],
-            consumer="worker-b",
-            attempt=1,
-            error=("CardDeclined", message),
-        )
-        expect(watcher.locator(f"#pending-{seeded['pending']}")).to_contain_text(message)
-        assert watcher.evaluate("window.__notReloaded") is True
+        # A real worker whose handler fails: its failure record, the ingestor's index row
+        # and the live push bring the message to the group page.
+        payments = seeded["payments"]
+        worker = web_server.worker(
+            "--stream", payments, "--group", "charger", "--consumer", "charger-1",
+            "--handler", "tests.browser.handlers:charge", "--block-ms", "200",
+        )  # fmt: skip
+        try:
+            watcher.goto(_path(web_server, "streams", payments, "groups", "charger"))
+            _live(watcher)
+            watcher.evaluate("window.__notReloaded = true")
+            message = f"card declined ({uuid.uuid4().hex[:8]})"
+            entry_id = browser_redis.xadd(payments, {"fail": message}).decode()
+            row = watcher.locator(f"#pending-{entry_id}")
+            # The worker may still be starting (about a second): a longer wait.
+            expect(row).to_contain_text(message, timeout=20_000)
+            expect(row).to_contain_text("charger-1")
+            assert watcher.evaluate("window.__notReloaded") is True
+        finally:
+            worker.terminate()
+            assert worker.wait(timeout=15) == 0, "the worker stops cleanly on SIGTERM"
 
     def test_updates_pause_while_rows_are_selected_or_the_tab_is_hidden(
         self, page: Any, web_server: LiveServer, seeded: dict[str, str], browser_redis: redis.Redis

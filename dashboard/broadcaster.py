@@ -63,7 +63,8 @@ from django.urls import reverse
 
 from dashboard.connection import get_redis
 from dashboard.models import FailureRecord
-from queue_core.keys import EVENTS_CHANNEL, CrossSlotName, allowed, companion_parent, stream_keys
+from queue_core import selectors
+from queue_core.keys import EVENTS_CHANNEL, CrossSlotName, stream_keys
 
 log = logging.getLogger("ackboard.live")
 
@@ -205,21 +206,6 @@ def stats_poll(
     offset = 4 * len(streams)
     pending = {key: _freeze(replies[offset + j]) for j, key in enumerate(groups)}
     return stats, pending
-
-
-def streams_discover(*, client: redis.Redis) -> tuple[str, ...]:
-    """Streams the overview may list (allowlist, no companions, capped). O(keyspace) SCAN."""
-    cap = settings.ACKBOARD_MAX_STREAMS
-    patterns = tuple(settings.ACKBOARD_STREAMS)
-    found: set[str] = set()
-    for pattern in patterns:
-        for raw in client.scan_iter(match=pattern, count=1000, _type="stream"):
-            name = raw.decode("utf-8", "surrogateescape")
-            if companion_parent(name) is None and allowed(name, patterns):
-                found.add(name)
-            if len(found) >= cap:
-                return tuple(sorted(found))
-    return tuple(sorted(found))
 
 
 def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
@@ -559,7 +545,14 @@ class Broadcaster:
         close_old_connections()
         client = get_redis()
         surfaces = sorted({s for s, _ in keys})
-        overview_streams = streams_discover(client=client) if discover else None
+        overview_streams = None
+        if discover:
+            # The overview's own listing (same allowlist, cap and companion rule).
+            overview_streams, _, _ = selectors.stream_discover(
+                client=client,
+                patterns=tuple(settings.ACKBOARD_STREAMS),
+                cap=settings.ACKBOARD_MAX_STREAMS,
+            )
         shown = overview_streams if overview_streams is not None else self._overview_streams
         has_overview = any(s.kind == "overview" for s in surfaces)
         streams = {s.stream for s in surfaces if s.stream}

@@ -227,6 +227,20 @@ class LivePushTests:
         await reader.disconnect()
         await operator.disconnect()
 
+    async def test_overview_socket_follows_every_visible_stream(
+        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, prefix: str
+    ) -> None:
+        add_entries(r, prefix + "emails", 2)
+        ws = _socket(live_path("overview"), await headers_for("view_queues"))
+        assert (await ws.connect())[0]
+        first = await _receive_until(ws, lambda m: 'id="stream-table"' in m)
+        assert prefix + "emails" in first
+        await asyncio.sleep(0.3)
+        add_entries(r, prefix + "emails", 1)
+        await _receive_until(ws, lambda m: '<td class="num">3</td>' in m)
+        assert broadcaster.polled == (prefix + "emails",)
+        await ws.disconnect()
+
     async def test_one_render_serves_every_socket(
         self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
     ) -> None:

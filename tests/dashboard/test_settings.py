@@ -43,6 +43,11 @@ class ProductionSettingsTests:
         assert out.returncode == 0, out.stdout + out.stderr
         assert "no issues" in out.stdout
 
+    def test_worker_commands_need_no_secret_key(self, tmp_path: Path) -> None:
+        out = _manage("queue_worker", "--help", ACKBOARD_HOME=str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        assert "--max-deliveries" in out.stdout
+
     def test_debug_runs_without_secret_key(self, tmp_path: Path) -> None:
         out = _manage("check", DJANGO_DEBUG="1", ACKBOARD_HOME=str(tmp_path))
         assert out.returncode == 0, out.stderr

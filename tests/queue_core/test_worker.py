@@ -305,10 +305,12 @@ class WorkerReclaimTests:
     ) -> None:
         # A poison entry that crashed its workers: delivered 7 times, never settled.
         [entry_id] = make_pending(r, stream, "g", "crashed", 1)
-        r.xclaim(stream, "g", "crashed", 0, [entry_id], retrycount=7, justid=True)
+        # Already idle 10 s; a min-idle of 1 s then lets exactly one sweep claim it (with
+        # min-idle 0 every 10 ms sweep would claim it again while it is being moved).
+        r.xclaim(stream, "g", "crashed", 0, [entry_id], idle=10_000, retrycount=7, justid=True)
         calls: list[Job] = []
         worker = new_worker(
-            redis_url, stream, calls.append, max_deliveries=5, min_idle_ms=0,
+            redis_url, stream, calls.append, max_deliveries=5, min_idle_ms=1_000,
             reclaim_interval_ms=10,
         )  # fmt: skip
 

@@ -1,15 +1,27 @@
-"""Turn Redis outages into a clear 503 page or htmx banner instead of a 500 or a hang."""
+"""Turn Redis errors into clear answers instead of a 500 or a hang.
+
+An outage (unreachable, timed out, or a server that refuses work: LOADING, BUSY, OOM,
+READONLY…) is a 503 page or htmx banner. A reply saying a stream id the request carried
+is invalid ("invalid start ID for the interval", "Invalid stream ID specified…") is the
+request's fault, not an outage: it gets the styled 400 page. This middleware never
+retries and never talks to Redis itself.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 import redis
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.template.loader import render_to_string
 
 log = logging.getLogger("ackboard.web")
+
+#: Redis's replies to a malformed or out-of-range stream id (XRANGE, XPENDING, XCLAIM…).
+_INVALID_ID = re.compile(r"\binvalid\b.*\bID\b", re.IGNORECASE)
 
 
 class RedisErrorMiddleware:
@@ -23,6 +35,13 @@ class RedisErrorMiddleware:
         if not isinstance(exception, redis.RedisError):
             return None
         log.warning("redis error on %s: %s", request.path, exception)
+        if isinstance(exception, redis.ResponseError) and _INVALID_ID.search(str(exception)):
+            return render(
+                request,
+                "400.html",
+                {"exception": f"Redis rejected an id in that request: {exception}"},
+                status=400,
+            )
         if isinstance(exception, redis.TimeoutError):
             problem = "Redis did not answer in time."
         elif isinstance(exception, redis.ConnectionError):
@@ -34,7 +53,10 @@ class RedisErrorMiddleware:
             if getattr(request, "htmx", False)
             else "dashboard/redis_error.html"
         )
-        html = render_to_string(template, {"problem": problem}, request=request)
+        # A command that timed out or lost its connection may still have run, so only a
+        # read can promise that nothing changed.
+        context = {"problem": problem, "read_only": request.method in ("GET", "HEAD")}
+        html = render_to_string(template, context, request=request)
         response = HttpResponse(html, status=503)
         if getattr(request, "htmx", False):
             # Whatever the request meant to swap, the banner goes into #messages; base.html

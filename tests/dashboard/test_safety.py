@@ -1,0 +1,512 @@
+"""Safety sweep over every dashboard route: access, CSRF, hostile input, payloads, Redis down.
+
+The route table below is checked against ``dashboard.urls.app_patterns``, so a new route
+that is not listed here fails ``RouteTableTests`` until someone says how it is guarded.
+Hostile requests go through ``Client(raise_request_exception=False)``: a view that raises
+answers 500 here instead of failing the test with the exception, which is what a user sees.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import redis
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import URLPattern, URLResolver
+
+from dashboard import urls
+from dashboard.converters import NameConverter
+from dashboard.models import AuditEvent
+from queue_core.keys import stream_keys
+from tests.factories import make_pending
+from tests.redis_server import free_port
+
+pytestmark = pytest.mark.django_db
+
+#: Answers a hostile request may get. Never 500.
+FINE = {200, 302, 303, 400, 403, 404, 409}
+
+#: Route name -> (method, kind). kind is "read" (view_queues), an action name, or "open".
+ROUTES: dict[str, tuple[str, str]] = {
+    "overview": ("GET", "read"),
+    "stream-detail": ("GET", "read"),
+    "group-detail": ("GET", "read"),
+    "entry-detail": ("GET", "read"),
+    "dlq": ("GET", "read"),
+    "audit": ("GET", "read"),
+    "failure-search": ("GET", "read"),
+    "audit-csv": ("GET", "read"),
+    "metrics": ("GET", "read"),  # or a bearer token: OpsTests cover it
+    "healthz": ("GET", "open"),
+    "entry-action": ("POST", "action"),
+    "bulk-action": ("POST", "action"),
+    "dlq-purge": ("POST", "action"),
+    "dlq-action": ("POST", "action"),
+}
+
+HOSTILE_NAMES = [
+    "ünïcødé-流-🙂",
+    "{braces}",
+    "a}b{",
+    "100%",
+    "%25",
+    "%00",
+    "a/b",
+    "a%2Fb",
+    "..",
+    ".",
+    "nul\x00x",
+    "<script>alert(1)</script>",
+    "\u202eevil",
+    " lead and trail ",
+    "*",
+    "[a-z]",
+    "x" * 1024,
+    "x" * 5120,
+]
+
+HOSTILE_IDS = [
+    "abc",
+    "1-",
+    "-1-0",
+    "-1",
+    "99999999999999999999-0",
+    "18446744073709551615-18446744073709551615",
+    "1-18446744073709551616",
+    "0-0",
+    "1-0",
+    "+",
+    "-",
+    "$",
+    ">",
+    "*",
+    "1e3-0",
+    " 1-0",
+    "1-0\x00",
+    "..",
+    "%",
+    "<b>1-0</b>",
+    "9" * 1024,
+]
+
+
+def _seg(value: str) -> str:
+    """One path segment as ``reverse()`` would build it (converter escape, then quote)."""
+    return quote(NameConverter().to_url(value), safe="")
+
+
+def _raw(value: str) -> str:
+    """A path segment quoted without the converter's escaping (a hand-made URL)."""
+    return quote(value, safe="")
+
+
+@dataclass
+class World:
+    stream: str
+    group: str
+    entry_id: str
+    dlq_id: str
+
+
+@pytest.fixture
+def world(settings: Any, redis_url: str, prefix: str, r: redis.Redis) -> World:
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+    settings.ACKBOARD_REDIS_TIMEOUT = 0.5
+    stream = prefix + "orders"
+    ids = make_pending(r, stream, "g", "c", 2)
+    dlq_id = r.xadd(
+        stream_keys(stream).dlq,
+        {
+            "payload": "x",
+            "ackboard.origin-group": "g",
+            "ackboard.origin-id": ids[0],
+            "ackboard.deliveries": "3",
+        },
+    ).decode()
+    return World(stream=stream, group="g", entry_id=ids[1], dlq_id=dlq_id)
+
+
+def _login(django_user_model: Any, *, superuser: bool, codenames: tuple[str, ...] = ()) -> Client:
+    client = Client(raise_request_exception=False)
+    if superuser:
+        user = django_user_model.objects.create_superuser("root", password="pw")
+    else:
+        user = django_user_model.objects.create_user("plain", password="pw")
+        for codename in codenames:
+            user.user_permissions.add(
+                Permission.objects.get(content_type__app_label="dashboard", codename=codename)
+            )
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def root(django_user_model: Any, world: World) -> Client:
+    return _login(django_user_model, superuser=True)
+
+
+def _page_urls(w: World) -> dict[str, str]:
+    s, g = _seg(w.stream), _seg(w.group)
+    return {
+        "overview": "/",
+        "stream-detail": f"/streams/{s}/",
+        "group-detail": f"/streams/{s}/groups/{g}/",
+        "entry-detail": f"/streams/{s}/entries/{w.entry_id}/",
+        "dlq": f"/streams/{s}/dlq/",
+        "audit": "/audit/",
+        "failure-search": "/failures/",
+        "audit-csv": "/audit.csv",
+        "metrics": "/metrics",
+        "healthz": "/healthz",
+    }
+
+
+def _action_urls(w: World) -> dict[str, str]:
+    s, g = _seg(w.stream), _seg(w.group)
+    return {
+        "entry-action": f"/streams/{s}/groups/{g}/entries/{w.entry_id}/retry/",
+        "bulk-action": f"/streams/{s}/groups/{g}/bulk/retry/",
+        "dlq-purge": f"/streams/{s}/dlq/purge/",
+        "dlq-action": f"/streams/{s}/dlq/{w.dlq_id}/delete/",
+    }
+
+
+def _hostile_page_paths(w: World) -> Iterator[str]:
+    s, g, e = _seg(w.stream), _seg(w.group), w.entry_id
+    for name in HOSTILE_NAMES:
+        for seg in {_seg(name), _raw(name), _seg(w.stream + name)}:
+            yield f"/streams/{seg}/"
+            yield f"/streams/{seg}/groups/{g}/"
+            yield f"/streams/{s}/groups/{seg}/"
+            yield f"/streams/{seg}/entries/{e}/"
+            yield f"/streams/{seg}/dlq/"
+    for bad in HOSTILE_IDS:
+        yield f"/streams/{s}/entries/{_raw(bad)}/"
+    # Broken percent-encoding and invalid UTF-8 in the path itself.
+    for seg in ("%FF%FE", "%C3%28", "%", "%G0", "%ED%A0%80"):
+        yield f"/streams/{seg}/"
+        yield f"/streams/{s}/groups/{seg}/"
+        yield f"/streams/{s}/entries/{seg}/"
+
+
+def _hostile_queries(w: World) -> Iterator[tuple[str, dict[str, str]]]:
+    s, g = _seg(w.stream), _seg(w.group)
+    values = HOSTILE_IDS + HOSTILE_NAMES + ["x" * 1_000_000]
+    for v in values:
+        yield f"/streams/{s}/", {"before": v}
+        yield f"/streams/{s}/dlq/", {"before": v}
+        yield f"/streams/{s}/groups/{g}/", {"start": v}
+        yield f"/streams/{s}/groups/{g}/", {"consumer": v}
+        yield f"/streams/{s}/groups/{g}/", {"min_idle": v}
+        yield "/audit/", {"user": v, "action": v, "stream": v, "result": v, "page": v}
+        yield "/audit.csv", {"user": v, "stream": v}
+        yield "/failures/", {"stream": v, "group": v, "error_type": v, "q": v}
+        yield "/failures/", {"before": v}
+        yield "/failures/", {"after": v}
+        yield "/failures/", {"since": v, "until": v, "window": v}
+
+
+class RouteTableTests:
+    def test_every_route_is_listed(self) -> None:
+        names = set()
+        for p in urls.app_patterns:
+            assert isinstance(p, URLPattern) and not isinstance(p, URLResolver)
+            names.add(p.name)
+        assert names == set(ROUTES), "add new routes to ROUTES with how they are guarded"
+
+    def test_no_view_is_csrf_exempt(self) -> None:
+        for p in urls.app_patterns:
+            assert isinstance(p, URLPattern)
+            assert not getattr(p.callback, "csrf_exempt", False), p.name
+
+
+class AccessTests:
+    def test_anonymous_is_sent_to_login(self, world: World) -> None:
+        client = Client(raise_request_exception=False)
+        before = AuditEvent.objects.count()
+        for name, url in {**_page_urls(world), **_action_urls(world)}.items():
+            method, kind = ROUTES[name]
+            response = client.generic(method, url)
+            if kind == "open":
+                assert response.status_code == 200, name
+            elif name == "metrics":
+                assert response.status_code == 403, name
+            else:
+                assert response.status_code == 302, name
+                assert response["Location"].startswith("/login/"), name
+        assert AuditEvent.objects.count() == before
+
+    def test_user_without_permissions_is_refused(
+        self, django_user_model: Any, world: World, r: redis.Redis
+    ) -> None:
+        client = _login(django_user_model, superuser=False)
+        length = r.xlen(world.stream)
+        pending = r.xpending(world.stream, world.group)["pending"]
+        for name, url in _page_urls(world).items():
+            if ROUTES[name][1] == "open":
+                continue
+            assert client.get(url).status_code == 403, name
+        for name, url in _action_urls(world).items():
+            response = client.post(url, {"reason": "r", "confirm": "1", "snapshot_id": "1-0"})
+            assert response.status_code == 403, name
+        assert r.xlen(world.stream) == length
+        assert r.xpending(world.stream, world.group)["pending"] == pending
+        assert r.xlen(stream_keys(world.stream).dlq) == 1
+        # Each refused action is audited as refused.
+        assert AuditEvent.objects.filter(result="refused").count() == len(_action_urls(world))
+
+    def test_reader_cannot_act(self, django_user_model: Any, world: World, r: redis.Redis) -> None:
+        client = _login(django_user_model, superuser=False, codenames=("view_queues",))
+        s, g = _seg(world.stream), _seg(world.group)
+        for action in ("retry", "claim", "dead-letter", "acknowledge"):
+            url = f"/streams/{s}/groups/{g}/entries/{world.entry_id}/{action}/"
+            form = {"reason": "r", "seen_idle_ms": "0"}
+            assert client.post(url, form).status_code == 403, action
+            bulk = f"/streams/{s}/groups/{g}/bulk/{action}/"
+            if action != "claim":
+                assert client.post(bulk, {**form, "snapshot_id": "9-0"}).status_code == 403
+        for action in ("replay", "delete"):
+            url = f"/streams/{s}/dlq/{world.dlq_id}/{action}/"
+            assert client.post(url).status_code == 403, action
+        assert client.post(f"/streams/{s}/dlq/purge/").status_code == 403
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+        assert r.xlen(stream_keys(world.stream).dlq) == 1
+
+    def test_post_without_csrf_token_is_refused(
+        self, django_user_model: Any, world: World, r: redis.Redis
+    ) -> None:
+        client = _login(django_user_model, superuser=True)
+        client.handler.enforce_csrf_checks = True
+        for name, url in _action_urls(world).items():
+            response = client.post(url, {"reason": "r", "confirm": "1", "snapshot_id": "9-0"})
+            assert response.status_code == 403, name
+            assert b"CSRF" in response.content, name
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+        assert r.xlen(stream_keys(world.stream).dlq) == 1
+        assert AuditEvent.objects.count() == 0
+
+
+class HostileInputTests:
+    def test_hostile_path_values(self, root: Client, world: World) -> None:
+        bad = []
+        for path in _hostile_page_paths(world):
+            response = root.get(path)
+            if response.status_code not in FINE:
+                bad.append((path[:120], response.status_code))
+        assert bad == []
+
+    def test_hostile_query_values(self, root: Client, world: World) -> None:
+        bad = []
+        for path, query in _hostile_queries(world):
+            response = root.get(path, query)
+            if response.status_code not in FINE:
+                bad.append((path[:80], {k: v[:40] for k, v in query.items()}, response.status_code))
+        assert bad == []
+
+    def test_id_redis_rejects_is_400_not_an_outage(self, root: Client, world: World) -> None:
+        # No id follows the largest one, so Redis refuses the exclusive range "(max".
+        url = f"/streams/{_seg(world.stream)}/groups/{_seg(world.group)}/"
+        response = root.get(url, {"start": "18446744073709551615-18446744073709551615"})
+        assert response.status_code == 400
+        assert b"Redis rejected an id in that request" in response.content
+        assert b"error-banner" not in response.content
+
+    def test_hostile_action_paths(self, root: Client, world: World, r: redis.Redis) -> None:
+        s, g, e, d = _seg(world.stream), _seg(world.group), world.entry_id, world.dlq_id
+        paths = []
+        for name in HOSTILE_NAMES:
+            for seg in {_seg(name), _raw(name), _seg(world.stream + name)}:
+                paths += [
+                    f"/streams/{seg}/groups/{g}/entries/{e}/retry/",
+                    f"/streams/{s}/groups/{seg}/entries/{e}/dead-letter/",
+                    f"/streams/{seg}/groups/{g}/bulk/retry/",
+                    f"/streams/{s}/groups/{seg}/bulk/dead-letter/",
+                    f"/streams/{seg}/dlq/purge/",
+                    f"/streams/{seg}/dlq/{d}/replay/",
+                ]
+        for bad_id in HOSTILE_IDS:
+            paths += [
+                f"/streams/{s}/groups/{g}/entries/{_raw(bad_id)}/dead-letter/",
+                f"/streams/{s}/dlq/{_raw(bad_id)}/delete/",
+                f"/streams/{s}/groups/{g}/entries/{e}/{_raw(bad_id)}/",
+            ]
+        bad = []
+        form = {"reason": "why", "confirm": "1", "snapshot_id": "99999999999999-0", "ids": e}
+        for path in paths:
+            for headers in ({}, {"HX-Request": "true"}):
+                response = root.post(path, form, headers=headers)
+                if response.status_code not in FINE:
+                    bad.append((path[:120], headers, response.status_code))
+        assert bad == []
+        # Nothing hostile reached the real entry: both are still pending, the DLQ untouched.
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+        assert r.xlen(stream_keys(world.stream).dlq) == 1
+
+    def test_hostile_action_forms(self, root: Client, world: World, r: redis.Redis) -> None:
+        s, g = _seg(world.stream), _seg(world.group)
+        # Aimed at an id that is not pending, so even a form that passes changes nothing.
+        missing = "1-1"
+        values = HOSTILE_IDS + HOSTILE_NAMES + ["x" * 1_000_000, ""]
+        targets = [
+            (f"/streams/{s}/groups/{g}/entries/{missing}/{a}/", a)
+            for a in ("retry", "claim", "dead-letter", "acknowledge")
+        ]
+        # Bulk on a group with nothing pending: every scope reaches Redis and finds nothing.
+        r.xgroup_create(world.stream, "idle", id="$")
+        targets += [(f"/streams/{s}/groups/idle/bulk/{a}/", a) for a in ("retry", "dead-letter")]
+        targets += [(f"/streams/{s}/dlq/{missing}/{a}/", a) for a in ("replay", "delete")]
+        targets += [(f"/streams/{s}/dlq/purge/", "purge")]
+        fields = [
+            "reason",
+            "consumer",
+            "seen_idle_ms",
+            "seen_deliveries",
+            "seen_consumer",
+            "place",
+            "next",
+            "snapshot_id",
+            "scope",
+            "ids",
+            "cursor",
+            "min_idle_ms",
+            "done_before",
+            "skipped_before",
+            "confirm_name",
+            "expected_length",
+            "newest_id",
+        ]
+        bad = []
+        for url, action in targets:
+            responses = [root.post(url), root.post(url, {"confirm": "1"})]
+            for v in values:
+                for f in fields:
+                    form = {f: v, "confirm": "1", "reason": "r"}
+                    if f == "ids":
+                        form.update(snapshot_id="1-2")
+                    responses.append(root.post(url, form, headers={"HX-Request": "true"}))
+                    if action in ("retry", "dead-letter") and "bulk" in url:
+                        # The filter scope, confirmed and as a dry run.
+                        form = {"snapshot_id": "1-2", "scope": "filter", f: v}
+                        responses.append(root.post(url, {**form, "confirm": "1"}))
+                        responses.append(root.post(url, form, headers={"HX-Request": "true"}))
+                responses.append(root.post(url, dict.fromkeys(fields, v)))
+            for response in responses:
+                if response.status_code not in FINE:
+                    bad.append((action, response.status_code, response.content[:300]))
+        assert bad == []
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+        assert r.xlen(stream_keys(world.stream).dlq) == 1
+
+    def test_open_redirect_is_ignored(self, root: Client, world: World) -> None:
+        s, g = _seg(world.stream), _seg(world.group)
+        url = f"/streams/{s}/groups/{g}/entries/{world.entry_id}/retry/"
+        for target in ("https://evil.example/", "//evil.example/", "javascript:alert(1)"):
+            response = root.post(url, {"next": target})
+            assert response.status_code == 303
+            assert "evil" not in response["Location"] and "javascript" not in response["Location"]
+
+
+class PayloadTests:
+    """Binary, huge and scripted payload fields on the pages that show payloads."""
+
+    @pytest.fixture
+    def nasty(self, world: World, r: redis.Redis) -> dict[str, str]:
+        fields = {
+            b"big": b"y" * 1_000_000,
+            b"\xff\xfe": b"\x80\x81invalid utf-8\xc3\x28",
+            b"html": b"<script>alert('x')</script><img src=x onerror=alert(1)>",
+            b"json": b'{"a": "</script><script>alert(2)</script>", "n": [1, 2]}',
+            b"nul": b"a\x00b",
+            b"<b>field</b>": b"v",
+        }
+        entry_id = r.xadd(world.stream, fields).decode()
+        r.xreadgroup(world.group, "c", {world.stream: ">"}, count=10)
+        dlq_fields = {
+            **fields,
+            b"ackboard.origin-group": b"<script>alert(3)</script>",
+            b"ackboard.origin-id": entry_id.encode(),
+            b"ackboard.reason": b"<script>alert(4)</script>",
+            b"ackboard.last-error": b"\xff<script>alert(5)</script>",
+            b"ackboard.deliveries": b"not a number",
+        }
+        r.xadd(stream_keys(world.stream).dlq, dlq_fields)
+        return {"entry_id": entry_id}
+
+    def test_pages_escape_and_survive(
+        self, root: Client, world: World, nasty: dict[str, str]
+    ) -> None:
+        s, g = _seg(world.stream), _seg(world.group)
+        for url in (
+            "/",
+            f"/streams/{s}/",
+            f"/streams/{s}/groups/{g}/",
+            f"/streams/{s}/entries/{nasty['entry_id']}/",
+            f"/streams/{s}/dlq/",
+        ):
+            for headers in ({}, {"HX-Request": "true"}):
+                started = time.monotonic()
+                response = root.get(url, headers=headers)
+                took = time.monotonic() - started
+                assert response.status_code == 200, url
+                html = response.content.decode()
+                assert "<script>alert" not in html, url
+                assert "onerror=alert" not in html.replace("onerror=alert(1)&gt;", ""), url
+                assert "<b>field</b>" not in html, url
+                # The 1 MB value is truncated, not sent whole.
+                assert len(html) < 600_000, (url, len(html))
+                assert took < 5, url
+
+
+class RedisDownTests:
+    """Every route with Redis at a closed port: a 503 banner (or the route's own answer)."""
+
+    def test_every_route_answers_503_quickly(
+        self, django_user_model: Any, world: World, settings: Any
+    ) -> None:
+        urls_now = {**_page_urls(world), **_action_urls(world)}
+        client = _login(django_user_model, superuser=True)
+        settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+        forms: dict[str, dict[str, str]] = {
+            "entry-action": {"reason": "r"},
+            "bulk-action": {"snapshot_id": "9-0", "ids": world.entry_id, "confirm": "1"},
+            "dlq-purge": {
+                "confirm_name": world.stream,
+                "expected_length": "1",
+                "newest_id": world.dlq_id,
+            },
+            "dlq-action": {},
+        }
+        redis_free = {"audit", "audit-csv", "failure-search"}
+        for name, url in urls_now.items():
+            method, _ = ROUTES[name]
+            for headers in ({}, {"HX-Request": "true"}):
+                started = time.monotonic()
+                if method == "GET":
+                    response = client.get(url, headers=headers)
+                else:
+                    response = client.post(url, forms[name], headers=headers)
+                took = time.monotonic() - started
+                assert took < 3, name
+                if name in redis_free:
+                    assert response.status_code == 200, name
+                    continue
+                assert response.status_code == 503, (name, headers, response.status_code)
+                if name == "healthz":
+                    assert b"redis unavailable" in response.content
+                    continue
+                assert b"Redis is unreachable." in response.content, name
+                # Only a read may promise that nothing changed.
+                promise = b"Nothing was changed." in response.content
+                assert promise == (method == "GET"), name
+                if headers:
+                    assert response["HX-Retarget"] == "#messages", name
+        # Every action attempt that reached Redis left an "error" audit row.
+        errors = AuditEvent.objects.filter(result="error")
+        assert {e.action for e in errors} == {"retry", "bulk-retry", "purge", "delete"}

@@ -686,7 +686,10 @@ def bulk_action(request: HttpRequest, stream: str, group: str, action: str) -> H
             raise BadRequest("Acknowledge needs a reason: say why these entries may be discarded.")
         _group_check(get_redis(), stream, group)
     except BadRequest as exc:
-        return _bulk_respond(request, req, None, Outcome("refused", str(exc), status=exc.status))
+        outcome = Outcome("refused", str(exc), status=exc.status)
+        if request.POST.get("confirm") == "1":  # a refused action is audited; a dry run is not
+            _audit(request, req, outcome, {})
+        return _bulk_respond(request, req, None, outcome)
     except redis.RedisError as exc:
         if request.POST.get("confirm") == "1":  # a dry run changes nothing and is not audited
             _audit(request, req, Outcome("error", f"{type(exc).__name__}: {exc}"), {})

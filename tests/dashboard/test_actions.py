@@ -398,7 +398,8 @@ class RedisDownTests:
         settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
         response = make_client().post(entry_url(stream, entry_id, "dead-letter"), headers=HTMX)
         assert response.status_code == 503
-        assert "Nothing was changed" in response.content.decode()
+        # A failed write cannot promise it did not run (a timeout may follow the change).
+        assert "may or may not have run" in response.content.decode()
         assert pending(r, stream, entry_id) is not None
         event = last_audit()
         assert event.result == "error" and "ConnectionError" in event.detail

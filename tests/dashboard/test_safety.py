@@ -510,3 +510,23 @@ class RedisDownTests:
         # Every action attempt that reached Redis left an "error" audit row.
         errors = AuditEvent.objects.filter(result="error")
         assert {e.action for e in errors} == {"retry", "bulk-retry", "purge", "delete"}
+
+
+class BulkAuditTests:
+    def test_confirmed_bulk_refused_before_redis_is_audited(
+        self, root: Client, world: World, r: redis.Redis
+    ) -> None:
+        url = f"/streams/{_seg(world.stream)}/groups/{_seg(world.group)}/bulk/acknowledge/"
+        form = {"snapshot_id": "99999999999999-0", "ids": world.entry_id, "confirm": "1"}
+        response = root.post(url, form, headers={"HX-Request": "true"})  # no reason
+        assert response.status_code == 400
+        event = AuditEvent.objects.get()
+        assert (event.action, event.result) == ("bulk-acknowledge", "refused")
+        assert "needs a reason" in event.detail
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+
+    def test_bulk_dry_run_refusal_is_not_audited(self, root: Client, world: World) -> None:
+        url = f"/streams/{_seg(world.stream)}/groups/{_seg(world.group)}/bulk/retry/"
+        response = root.post(url, {"snapshot_id": "abc"}, headers={"HX-Request": "true"})
+        assert response.status_code == 400
+        assert AuditEvent.objects.count() == 0

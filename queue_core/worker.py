@@ -306,7 +306,8 @@ def process_entry(
     started = time.perf_counter()
     try:
         _run_handler_sync(handler, job)
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        # CancelledError here can only come from the handler (this call is synchronous).
         settle.exc = exc
         settle.duration_ms = (time.perf_counter() - started) * 1000
         settle.failed_at_ms = now_ms()
@@ -852,11 +853,18 @@ class Worker:
         ok = chunk.ok.append
         perf = time.perf_counter
         begin = perf()
+        task = asyncio.current_task()
         for job in chunk.jobs:
             started = perf()
             try:
                 await handler(job)
             except Exception as exc:
+                chunk.failed.append((job, exc, (perf() - started) * 1000, now_ms()))
+            except asyncio.CancelledError as exc:
+                if chunk.abandoned or (task is not None and task.cancelling()):
+                    raise  # our own cancellation at shutdown: the entry stays pending
+                # Raised by the handler itself (it awaited something cancelled): a failed
+                # attempt like any other, not a silent end of the chunk with no record.
                 chunk.failed.append((job, exc, (perf() - started) * 1000, now_ms()))
             else:
                 ok(job.id)

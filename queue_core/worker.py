@@ -632,6 +632,10 @@ class Worker:
         self._chunks: set[_Chunk] = set()
         self._acks: list[str | bytes] = []
         self._to_settle: list[_Settle] = []
+        # What the running ack and settle tasks hold: their outcome is being written, so a
+        # reclaim sweep must not hand these entries back to a lane (a second run).
+        self._acking: list[str | bytes] = []
+        self._settling: list[_Settle] = []
         self._avg: float | None = None
         self._cursor = "0-0"
         self._next_reclaim = 0.0
@@ -1056,6 +1060,7 @@ class Worker:
     async def _flush_acks(self) -> None:
         assert self._acker is not None
         ids, self._acks = self._acks, []
+        self._acking = ids
         try:
             acked = 0
             # Bounded command size: one XACK per 10k ids.
@@ -1074,12 +1079,14 @@ class Worker:
             self.stats.acked += acked
             self.stats.last_ack_at = time.perf_counter()
         finally:
+            self._acking = []
             self._ack_task = None
             self._wake()
 
     async def _settle_pending(self) -> None:
         assert self._client is not None
         items, self._to_settle = self._to_settle, []
+        self._settling = items
         try:
             _, moved = await asyncio.to_thread(
                 _settle,
@@ -1094,6 +1101,7 @@ class Worker:
             log.exception("settling %d failures of %s failed; they stay pending", len(items),
                           self.stream)  # fmt: skip
         finally:
+            self._settling = []
             self._settle_task = None
             self._wake()
 
@@ -1125,7 +1133,9 @@ class Worker:
             jobs = []
             for delivery in result.deliveries:
                 if delivery.id in held:
-                    continue  # still running here; XAUTOCLAIM only refreshed its idle time
+                    # Still running here, or its ack or dead-letter is on its way:
+                    # XAUTOCLAIM only refreshed its idle time.
+                    continue
                 job = self._admit(delivery.id, delivery.fields, delivery.delivery_count)
                 if job is not None:
                     jobs.append(job)
@@ -1143,9 +1153,15 @@ class Worker:
             self._wake()
 
     def _held_ids(self) -> set[str]:
+        """Entries this worker still has in hand: waiting, running, or with their outcome
+        (ack, failure record, dead-letter) not yet written. O(held), once per sweep."""
         held = {job.id for job in self._buffer}
         for chunk in self._chunks:
             held.update(job.id for job in chunk.jobs)
+        for ids in (self._acks, self._acking):
+            held.update(_text(i) for i in ids)
+        for items in (self._to_settle, self._settling):
+            held.update(item.entry_id for item in items)
         return held
 
     # -- outages -----------------------------------------------------------------------

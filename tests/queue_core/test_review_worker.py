@@ -11,9 +11,10 @@ import threading
 
 import redis
 
-from queue_core import Job
+from queue_core import Job, Worker
+from queue_core.connection import connect
 from queue_core.types import Outcome
-from queue_core.worker import process_entry
+from queue_core.worker import _Settle, process_entry
 from tests.factories import add_entries, make_pending
 from tests.queue_core.test_worker import failures, new_worker, pending_count, running
 
@@ -71,3 +72,39 @@ class AsyncHandlerCancelledTests:
         assert worker.stats.failed == 0 and worker.stats.unfinished == 1
         assert pending_count(r, stream) == 1  # past the grace period: stays pending
         assert failures(r, stream) == []
+
+
+class ReclaimWhileSettlingTests:
+    """A sweep must not hand back an entry whose outcome this worker is still writing.
+
+    Driven through the Worker's own sweep with its state set up by hand: the window
+    (handler returned, XACK or dead-letter not yet sent) is too short to hit by timing.
+    """
+
+    def sweep(self, worker: Worker) -> list[str]:
+        worker._client = connect(worker.url)
+        try:
+            asyncio.run(worker._reclaim())
+        finally:
+            worker._client.close()
+        return [job.id for job in worker._buffer]
+
+    def test_entry_waiting_for_its_ack_is_not_run_again(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        done, waiting = make_pending(r, stream, "g", "w1", 2)
+        worker = new_worker(redis_url, stream, lambda job: None, min_idle_ms=0, concurrency=2)
+        worker._acks.append(done)  # its handler returned; the XACK is not sent yet
+
+        assert self.sweep(worker) == [waiting]
+
+    def test_entry_being_dead_lettered_is_not_run_again(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        doomed, waiting = make_pending(r, stream, "g", "w1", 2)
+        worker = new_worker(redis_url, stream, lambda job: None, min_idle_ms=0, concurrency=2)
+        worker._to_settle.append(
+            _Settle(entry_id=doomed, attempt=1, dead_letter_reason="permanent failure: x")
+        )
+
+        assert self.sweep(worker) == [waiting]

@@ -17,11 +17,16 @@ from queue_core.keys import EVENTS_CHANNEL
 log = logging.getLogger("queue_core.events")
 
 
+def event_message(*, type: str, stream: str, group: str = "", **data: Any) -> str:
+    """The JSON text of one event (for callers that pipeline their PUBLISHes)."""
+    return json.dumps({"type": type, "stream": stream, "group": group, **data})
+
+
 def event_publish(
     *, client: redis.Redis, type: str, stream: str, group: str = "", **data: Any
 ) -> None:
     """PUBLISH ``{"type": type, "stream": stream, "group": group, ...}``. O(subscribers)."""
-    message = json.dumps({"type": type, "stream": stream, "group": group, **data})
+    message = event_message(type=type, stream=stream, group=group, **data)
     try:
         client.publish(EVENTS_CHANNEL, message)
     except redis.RedisError as exc:

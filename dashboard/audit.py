@@ -38,6 +38,26 @@ STREAM_ID_ACTIONS = (
 STREAM_NEW_ID_ACTIONS = ("replay",)
 
 
+def _no_nul(value: Any) -> Any:
+    """``value`` with NUL characters replaced, in strings, lists and dict keys and values.
+
+    Request text (ids from the path, reasons, consumer names) may hold NUL, which
+    PostgreSQL refuses in text and JSON columns; the row must still be written.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list | tuple):
+        return [_no_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    return value
+
+
+def _fit(field_name: str, value: str) -> str:
+    limit = AuditEvent._meta.get_field(field_name).max_length
+    return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
+
+
 def audit_record(
     *,
     user: AbstractBaseUser | AnonymousUser | None,
@@ -58,18 +78,22 @@ def audit_record(
     """
     known = user if user is not None and user.is_authenticated else None
     username = known.get_username() if known is not None else ""
+    # A refused request may carry a name longer than the column (PostgreSQL enforces
+    # varchar lengths; SQLite does not): the row keeps the head of it rather than failing.
+    stream, group = (_fit(f, _no_nul(v)) for f, v in (("stream", stream), ("group", group)))
+    reason, detail = _no_nul(reason), _no_nul(detail)
     event = AuditEvent(
         user_id=known.pk if known is not None else None,
         username=username,
         action=action,
         stream=stream,
         group=group,
-        entry_ids=list(entry_ids),
+        entry_ids=_no_nul(list(entry_ids)),
         reason=reason,
         result=Result(result),
         detail=detail,
-        state_before=dict(state_before or {}),
-        new_ids=list(new_ids),
+        state_before=_no_nul(dict(state_before or {})),
+        new_ids=_no_nul(list(new_ids)),
     )
     try:
         event.save()

@@ -39,7 +39,8 @@ CSV_COLUMNS = (
 
 def _filters(request: HttpRequest) -> AuditFilter:
     def get(name: str) -> str:
-        return request.GET.get(name, "").strip()[:1024]
+        # NUL cannot match a stored value, and PostgreSQL refuses it in a query.
+        return request.GET.get(name, "").replace("\x00", "").strip()[:1024]
 
     return AuditFilter(
         user=get("user"), action=get("action"), stream=get("stream"), result=get("result")

@@ -21,6 +21,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver
 
 from dashboard import urls
+from dashboard.audit import audit_record
 from dashboard.converters import NameConverter
 from dashboard.models import AuditEvent
 from queue_core.keys import stream_keys
@@ -530,3 +531,43 @@ class BulkAuditTests:
         response = root.post(url, {"snapshot_id": "abc"}, headers={"HX-Request": "true"})
         assert response.status_code == 400
         assert AuditEvent.objects.count() == 0
+
+
+class AuditRowTests:
+    """Rows PostgreSQL would refuse (NUL, names past the column) are written, cleaned."""
+
+    def test_nul_and_long_names_are_stored_cleanly(self) -> None:
+        event = audit_record(
+            user=None,
+            action="retry",
+            stream="s\x00" + "x" * 5000,
+            group="g\x00",
+            entry_ids=["1-0\x00"],
+            reason="why\x00",
+            result="refused",
+            detail="d\x00",
+            state_before={"k\x00": ["v\x00"]},
+            new_ids=["2-0\x00"],
+        )
+        row = AuditEvent.objects.get(pk=event.pk)
+        stored = [row.stream, row.group, *row.entry_ids, row.reason, row.detail, *row.new_ids]
+        assert not any("\x00" in v for v in stored)
+        assert row.state_before == {"k\ufffd": ["v\ufffd"]}
+        assert len(row.stream) == AuditEvent._meta.get_field("stream").max_length
+        assert row.stream.startswith("s\ufffdxxx") and row.stream.endswith("…")
+        assert row.entry_ids == ["1-0\ufffd"]
+
+    def test_hostile_action_path_is_audited_cleanly(self, root: Client, world: World) -> None:
+        long_name = _seg(world.stream + "x" * 5000)
+        url = f"/streams/{long_name}/groups/g\x00/entries/1-0%00/retry/"
+        assert root.post(url, {"reason": "a\x00b"}).status_code in (400, 404)
+        row = AuditEvent.objects.get()
+        assert row.result == "refused"
+        assert "\x00" not in row.reason + row.group + "".join(row.entry_ids)
+        assert len(row.stream) <= 1024
+
+    def test_audit_filters_with_nul(self, root: Client) -> None:
+        audit_record(user=None, action="retry", stream="ab", result="ok")
+        response = root.get("/audit/", {"stream": "a\x00b", "user": "\x00"})
+        assert response.status_code == 200
+        assert len(response.context["page_obj"].object_list) == 1

@@ -54,7 +54,7 @@ def _no_nul(value: Any) -> Any:
 
 
 def _fit(field_name: str, value: str) -> str:
-    limit = AuditEvent._meta.get_field(field_name).max_length
+    limit: int | None = getattr(AuditEvent._meta.get_field(field_name), "max_length", None)
     return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
 
 

@@ -814,7 +814,10 @@ class Worker:
     def _read_count(self) -> int:
         if self._stopping:
             return 0
-        held = len(self._buffer) + self._running
+        # Failed attempts still to be written count as held: when every handler fails
+        # (a downstream outage), reading on would outrun the failure log without bound,
+        # each waiting entry holding its exception and traceback in memory.
+        held = len(self._buffer) + self._running + len(self._to_settle) + len(self._settling)
         target = self._target()
         deficit = target - held
         if deficit <= 0:

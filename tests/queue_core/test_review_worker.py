@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import redis
 
 from queue_core import Job, Worker
 from queue_core.connection import connect
+from queue_core.keys import stream_keys
 from queue_core.types import Outcome
 from queue_core.worker import _Settle, process_entry
 from tests.factories import add_entries, make_pending
@@ -108,3 +110,35 @@ class ReclaimWhileSettlingTests:
         )
 
         assert self.sweep(worker) == [waiting]
+
+
+class FailureStormTests:
+    def test_reads_wait_for_failures_to_be_written(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        """Every handler failing (a downstream outage) must not let the worker read the
+        whole stream ahead of its failure log, holding every exception in memory."""
+        total = 5000
+        for _ in range(0, total, 1000):
+            add_entries(r, stream, 1000)
+        failures_key = stream_keys(stream).failures
+
+        def handler(job: Job) -> None:
+            raise ConnectionError("downstream is down")
+
+        ahead = 0
+        with running(new_worker(redis_url, stream, handler, batch=100, concurrency=2)):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                pipe = r.pipeline(transaction=True)
+                pipe.xpending(stream, "g")
+                pipe.xlen(failures_key)
+                summary, recorded = pipe.execute()
+                # Delivered to the worker but not yet in the failure log.
+                ahead = max(ahead, int(summary["pending"]) - int(recorded))
+                if recorded >= total:
+                    break
+                time.sleep(0.002)
+            assert recorded >= total
+
+        assert ahead <= 1000, ahead

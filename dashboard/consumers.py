@@ -9,7 +9,6 @@ renders for every socket, so Redis load does not grow with the number of tabs.
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
@@ -19,8 +18,8 @@ from django.conf import settings
 from dashboard.broadcaster import Perms, Surface, get_broadcaster
 from dashboard.converters import NameConverter
 from queue_core.keys import MAX_NAME_LENGTH, allowed, companion_parent
+from queue_core.services import entry_id_check
 
-_ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
 #: Close codes (application range). The ws extension reconnects only after abnormal
 #: closures (1006, 1011-1013), so these end the socket for good and live.js says why.
 CLOSE_LOGIN = 4401
@@ -73,7 +72,11 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
             group = _name(kwargs.get("group"))
             return None if group is None else Surface("group", stream=stream, group=group)
         entry_id = kwargs.get("entry_id", "")
-        if not _ENTRY_ID.fullmatch(entry_id):
+        try:
+            # The page's own check (both parts within 64 bits), so a socket never follows
+            # an id the page answers 400 for.
+            entry_id_check(entry_id)
+        except ValueError:
             return None
         return Surface("entry", stream=stream, entry_id=entry_id)
 

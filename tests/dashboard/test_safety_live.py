@@ -1,0 +1,72 @@
+"""Safety of the live sockets: every route checks auth in connect, and one hostile socket
+cannot stop the broadcaster's pushes to everyone else."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from dashboard import routing
+from dashboard.broadcaster import Broadcaster
+from dashboard.routing import live_path
+from tests.dashboard import test_live as live
+from tests.dashboard.test_live import CookieFor, _close_code, _receive_until, _socket
+from tests.factories import make_pending
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The live tests' fixtures (settings, the process broadcaster, login-session headers).
+live_settings = live.live_settings
+broadcaster = live.broadcaster
+headers_for = live.headers_for
+
+
+def _paths(stream: str, entry_id: str) -> dict[str, str]:
+    return {
+        "overview": live_path("overview"),
+        "stream": live_path("stream", stream=stream),
+        "group": live_path("group", stream=stream, group="g"),
+        "entry": live_path("entry", stream=stream, entry_id=entry_id),
+    }
+
+
+class SocketAuthEveryRouteTests:
+    def test_routes_are_the_four_surfaces(self) -> None:
+        assert len(routing.websocket_urlpatterns) == 4
+
+    async def test_anonymous_and_unprivileged_are_closed(
+        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c", 1)
+        nobody = await headers_for()
+        for kind, path in _paths(stream, ids[0]).items():
+            anon = _socket(path, [(b"origin", b"http://testserver")])
+            assert await _close_code(anon) == 4401, kind
+            assert await _close_code(_socket(path, nobody)) == 4403, kind
+        assert broadcaster.sockets() == 0
+
+
+class HostileSocketTests:
+    @pytest.mark.parametrize(
+        "entry_id", ["99999999999999999999-0", "18446744073709551616-0", "1-99999999999999999999"]
+    )
+    async def test_out_of_range_entry_id_does_not_stop_other_pushes(
+        self,
+        broadcaster: Broadcaster,
+        headers_for: CookieFor,
+        r: redis.Redis,
+        stream: str,
+        entry_id: str,
+    ) -> None:
+        make_pending(r, stream, "g", "c", 1)
+        headers = await headers_for("view_queues")
+        hostile = _socket(live_path("entry", stream=stream, entry_id=entry_id), headers)
+        # The entry page answers 400 for this id; its socket is closed as unknown.
+        assert await _close_code(hostile) == 4404
+        assert broadcaster.open_surfaces() == set()
+        good = _socket(live_path("group", stream=stream, group="g"), headers)
+        assert (await good.connect())[0]
+        await _receive_until(good, lambda m: 'id="pending-table"' in m)
+        (new_id,) = make_pending(r, stream, "g", "c2", 1, create=False)
+        await _receive_until(good, lambda m: new_id in m)
+        await good.disconnect()

@@ -8,6 +8,8 @@ answers 500 here instead of failing the test with the exception, which is what a
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from dashboard.converters import NameConverter
 from dashboard.models import AuditEvent
 from queue_core.keys import stream_keys
 from tests.factories import make_pending
-from tests.redis_server import free_port
+from tests.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -465,6 +467,16 @@ class PayloadTests:
                 assert took < 5, url
 
 
+def _valid_forms(w: World) -> dict[str, dict[str, str]]:
+    """A well-formed POST for each action route of ``_action_urls``."""
+    return {
+        "entry-action": {"reason": "r"},
+        "bulk-action": {"snapshot_id": "9-0", "ids": w.entry_id, "confirm": "1"},
+        "dlq-purge": {"confirm_name": w.stream, "expected_length": "1", "newest_id": w.dlq_id},
+        "dlq-action": {},
+    }
+
+
 class RedisDownTests:
     """Every route with Redis at a closed port: a 503 banner (or the route's own answer)."""
 
@@ -474,16 +486,7 @@ class RedisDownTests:
         urls_now = {**_page_urls(world), **_action_urls(world)}
         client = _login(django_user_model, superuser=True)
         settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
-        forms: dict[str, dict[str, str]] = {
-            "entry-action": {"reason": "r"},
-            "bulk-action": {"snapshot_id": "9-0", "ids": world.entry_id, "confirm": "1"},
-            "dlq-purge": {
-                "confirm_name": world.stream,
-                "expected_length": "1",
-                "newest_id": world.dlq_id,
-            },
-            "dlq-action": {},
-        }
+        forms = _valid_forms(world)
         redis_free = {"audit", "audit-csv", "failure-search"}
         for name, url in urls_now.items():
             method, _ = ROUTES[name]
@@ -511,6 +514,39 @@ class RedisDownTests:
         # Every action attempt that reached Redis left an "error" audit row.
         errors = AuditEvent.objects.filter(result="error")
         assert {e.action for e in errors} == {"retry", "bulk-retry", "purge", "delete"}
+
+    def test_every_route_answers_503_when_redis_hangs(
+        self, django_user_model: Any, world: World, settings: Any
+    ) -> None:
+        urls_now = {**_page_urls(world), **_action_urls(world)}
+        client = _login(django_user_model, superuser=True)
+        server = RedisServer().start()
+        try:
+            settings.ACKBOARD_REDIS_URL = server.url
+            settings.ACKBOARD_REDIS_TIMEOUT = 0.3
+            assert server.proc is not None
+            os.kill(server.proc.pid, signal.SIGSTOP)  # accepts connections, never answers
+            try:
+                slow = []
+                for name, url in urls_now.items():
+                    if name in ("audit", "audit-csv", "failure-search"):
+                        continue  # SQL only
+                    started = time.monotonic()
+                    if ROUTES[name][0] == "GET":
+                        response = client.get(url)
+                    else:
+                        response = client.post(url, _valid_forms(world)[name])
+                    took = time.monotonic() - started
+                    assert response.status_code == 503, (name, response.status_code)
+                    if name != "healthz":
+                        assert b"Redis did not answer in time." in response.content, name
+                    if took > 1.5:
+                        slow.append((name, round(took, 2)))
+                assert slow == []
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+        finally:
+            server.cleanup()
 
 
 class BulkAuditTests:

@@ -867,11 +867,15 @@ class Worker:
                 await handler(job)
             except Exception as exc:
                 chunk.failed.append((job, exc, (perf() - started) * 1000, now_ms()))
-            except asyncio.CancelledError as exc:
-                if chunk.abandoned or (task is not None and task.cancelling()):
+            except (asyncio.CancelledError, SystemExit) as exc:
+                if isinstance(exc, asyncio.CancelledError) and (
+                    chunk.abandoned or (task is not None and task.cancelling())
+                ):
                     raise  # our own cancellation at shutdown: the entry stays pending
-                # Raised by the handler itself (it awaited something cancelled): a failed
-                # attempt like any other, not a silent end of the chunk with no record.
+                # Raised by the handler itself (it awaited something cancelled, or called
+                # sys.exit, as argparse does): a failed attempt, as in the sync lanes. Out
+                # of a task, SystemExit would stop the whole worker; CancelledError would
+                # end the chunk silently, with no record. KeyboardInterrupt still stops it.
                 chunk.failed.append((job, exc, (perf() - started) * 1000, now_ms()))
             else:
                 ok(job.id)

@@ -7,6 +7,7 @@ or an entry run again while its outcome was still being written.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 
@@ -142,3 +143,21 @@ class FailureStormTests:
             assert recorded >= total
 
         assert ahead <= 1000, ahead
+
+
+class AsyncHandlerSystemExitTests:
+    def test_handler_calling_sys_exit_is_a_failure_not_the_end_of_the_worker(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        bad, good = add_entries(r, stream, 2)
+
+        async def handler(job: Job) -> None:
+            if job.id == bad:
+                sys.exit(2)  # what argparse does with bad arguments
+
+        stats = new_worker(redis_url, stream, handler).run(drain=True)
+
+        assert stats.failed == 1 and stats.acked == 1
+        [row] = r.xpending_range(stream, "g", min="-", max="+", count=10)
+        assert row["message_id"].decode() == bad
+        assert [f["error_type"] for f in failures(r, stream)] == ["SystemExit"]

@@ -415,6 +415,26 @@ class HostileInputTests:
             assert response.status_code == 303
             assert "evil" not in response["Location"] and "javascript" not in response["Location"]
 
+    def test_hostile_htmx_headers(self, root: Client, world: World) -> None:
+        s, g = _seg(world.stream), _seg(world.group)
+        values = ["/x\r\nSet-Cookie: a=b", "\x00", "javascript:alert(1)", "x" * 10_000, "%", "{}"]
+        bad = []
+        for v in values:
+            headers = {"HX-Current-URL": v, "HX-Target": v, "HX-Trigger": v}
+            for url in (f"/streams/{s}/groups/{g}/", f"/streams/{s}/", "/", "/audit/"):
+                for h in ({**headers, "HX-Request": "true"}, headers):
+                    response = root.get(url, headers=h)
+                    if response.status_code not in FINE:
+                        bad.append((url, v[:20], response.status_code))
+            # Retry of a real entry: a plain POST redirects to the page it came from.
+            action = f"/streams/{s}/groups/{g}/entries/{world.entry_id}/retry/"
+            response = root.post(action, headers=headers)
+            assert response.status_code == 303, v[:20]
+            location = response["Location"]
+            assert "\n" not in location and "javascript" not in location
+            assert "Set-Cookie" not in response.headers or "a=b" not in str(response.cookies)
+        assert bad == []
+
 
 class PayloadTests:
     """Binary, huge and scripted payload fields on the pages that show payloads."""

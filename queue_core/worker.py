@@ -208,7 +208,13 @@ def _settle(
                 expected_consumer=consumer,
             )
         except ActionRefused as exc:
-            log.info("not dead-lettering %s %s: %s", stream, item.entry_id, exc)
+            if isinstance(exc.__cause__, redis.ResponseError):
+                # Redis refused (the group is gone, or the DLQ key is not a stream): not a
+                # race another consumer won. The entry stays pending and will come back.
+                log.error("could not dead-letter %s %s (%s); it stays pending",
+                          stream, item.entry_id, exc.__cause__)  # fmt: skip
+            else:
+                log.info("not dead-lettering %s %s: %s", stream, item.entry_id, exc)
             continue
         except redis.RedisError as exc:
             log.error(

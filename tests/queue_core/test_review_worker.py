@@ -7,13 +7,15 @@ or an entry run again while its outcome was still being written.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
 import time
 
+import pytest
 import redis
 
-from queue_core import Job, Worker
+from queue_core import Job, PermanentFailure, Worker
 from queue_core.connection import connect
 from queue_core.keys import stream_keys
 from queue_core.types import Outcome
@@ -161,3 +163,24 @@ class AsyncHandlerSystemExitTests:
         [row] = r.xpending_range(stream, "g", min="-", max="+", count=10)
         assert row["message_id"].decode() == bad
         assert [f["error_type"] for f in failures(r, stream)] == ["SystemExit"]
+
+
+class DeadLetterRefusedByRedisTests:
+    def test_a_dlq_key_of_another_type_is_logged_as_an_error(
+        self, r: redis.Redis, stream: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "w1", 1)
+        r.set(stream_keys(stream).dlq, "not a stream")
+
+        def handler(job: Job) -> None:
+            raise PermanentFailure("never")
+
+        with caplog.at_level(logging.INFO, logger="queue_core.worker"):
+            process_entry(
+                client=r, stream=stream, group="g", consumer="w1", entry_id=entry_id,
+                fields={b"n": b"0"}, handler=handler,
+            )  # fmt: skip
+
+        assert pending_count(r, stream) == 1  # not lost: it stays pending
+        errors = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+        assert errors and entry_id in errors[0].getMessage()

@@ -278,7 +278,8 @@ def process_entry(
        a record in ``{S}:failures`` and the entry stays pending, unless the error is a
        PermanentFailure or this was delivery ``max_deliveries``: then it is dead-lettered.
 
-    Round trips: 1 on success; 2-3 on failure (record, event, dead-letter script).
+    Round trips: 1 on success; 2 on a failure that stays pending (record, event); up to 4
+    when it is dead-lettered (record, event, script, event).
     """
     raw = None if fields is None else dict(fields)
     settle = _Settle(entry_id=entry_id, attempt=delivery_count)

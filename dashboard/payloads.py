@@ -30,6 +30,13 @@ MAX_CHARS = 200_000
 PREVIEW_CHARS = 140
 #: JSON values up to this size are parsed for the preview (so nested secrets are redacted).
 PREVIEW_JSON_BYTES = 256 * 1024
+#: JSON values up to this size are parsed and pretty-printed on the entry and dead-letter
+#: pages (about 0.1 s each). A larger JSON-looking value is not shown at all: its nested
+#: secrets could only be redacted by parsing it, and parsing 80 MB takes ~9 s.
+PRETTY_JSON_BYTES = 2 * 1024 * 1024
+#: Bytes of a non-JSON value that are decoded: enough for ``MAX_CHARS`` characters even
+#: when every byte becomes a 4-character ``\xNN`` escape, so a 50 MB value costs no more.
+DECODE_BYTES = (MAX_CHARS + 1) * 4
 REDACTED = "•••• redacted"
 
 # C0/C1 controls and DEL, except tab and newline, which read fine in <pre>.
@@ -50,16 +57,23 @@ def _escape_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def bytes_text(raw: bytes) -> tuple[str, bool]:
-    """``raw`` as display text and whether it was binary (not valid UTF-8).
+def bytes_text(raw: bytes, *, limit: int | None = None) -> tuple[str, bool]:
+    """``raw`` (or its first ``limit`` bytes) as display text, and whether it is binary.
 
-    Binary bytes are shown as ``\\xNN`` escapes around their printable ASCII; either
-    way control characters are escaped, so the text is one safe, visible string.
+    Binary bytes (not valid UTF-8) are shown as ``\\xNN`` escapes around their printable
+    ASCII; either way control characters are escaped, so the text is one safe, visible
+    string. A UTF-8 character cut by ``limit`` is dropped, not taken for binary.
     """
+    head = raw if limit is None or len(raw) <= limit else raw[:limit]
     try:
-        return _escape_controls(raw.decode("utf-8")), False
-    except UnicodeDecodeError:
-        text = raw.decode("ascii", "backslashreplace")
+        return _escape_controls(head.decode("utf-8")), False
+    except UnicodeDecodeError as exc:
+        if len(head) < len(raw) and exc.reason == "unexpected end of data":
+            try:
+                return _escape_controls(head[: exc.start].decode("utf-8")), False
+            except UnicodeDecodeError:
+                pass
+        text = head.decode("ascii", "backslashreplace")
         return _escape_controls(text), True
 
 
@@ -124,8 +138,23 @@ def field_view(name: bytes, value: bytes, *, shown_chars: int = SHOWN_CHARS) -> 
             redacted=True,
             clipped=False,
         )
-    text, binary = bytes_text(value)
-    pretty = None if binary else _json_pretty(text)
+    json_like = value[:1024].lstrip()[:1] in (b"{", b"[")
+    if json_like and len(value) > PRETTY_JSON_BYTES:
+        return FieldView(
+            name=name_text,
+            shown=f"(JSON-like, {len(value)} bytes: too large to show with its secrets redacted)",
+            full=None,
+            size=len(value),
+            binary=False,
+            name_binary=name_binary,
+            is_json=False,
+            redacted=True,
+            clipped=True,
+        )
+    # JSON is decoded whole (it is at most PRETTY_JSON_BYTES) so that it parses and its
+    # nested secrets are redacted; anything else only as far as it can be shown.
+    text, binary = bytes_text(value, limit=None if json_like else DECODE_BYTES)
+    pretty = None if binary or not json_like else _json_pretty(text)
     if pretty is not None:
         text = pretty
     clipped = len(text) > MAX_CHARS
@@ -170,7 +199,7 @@ def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS
             shown = f"(JSON-like, {len(value)} bytes)"
         else:
             # Only the start of a huge value is decoded: a preview never costs more.
-            shown, _binary = bytes_text(value[: chars * 4])
+            shown, _binary = bytes_text(value, limit=chars * 4)
         part = f"{name_text}={shown}".replace("\n", " ")
         parts.append(part)
         length += len(part) + 1

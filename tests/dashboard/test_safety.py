@@ -8,6 +8,7 @@ answers 500 here instead of failing the test with the exception, which is what a
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -22,7 +23,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import URLPattern, URLResolver
 
-from dashboard import urls
+from dashboard import payloads, urls
 from dashboard.audit import audit_record
 from dashboard.converters import NameConverter
 from dashboard.models import AuditEvent
@@ -627,3 +628,36 @@ class AuditRowTests:
         response = root.get("/audit/", {"stream": "a\x00b", "user": "\x00"})
         assert response.status_code == 200
         assert len(response.context["page_obj"].object_list) == 1
+
+
+class HugePayloadCostTests:
+    """A huge field costs the page a bounded amount of work, and never leaks a secret."""
+
+    def test_huge_json_is_not_parsed_and_not_shown(self) -> None:
+        value = json.dumps({"rows": [{"password": "hunter2", "n": i} for i in range(120_000)]})
+        assert len(value) > payloads.PRETTY_JSON_BYTES
+        started = time.perf_counter()
+        view = payloads.field_view(b"payload", value.encode())
+        assert time.perf_counter() - started < 0.05
+        assert "hunter2" not in view.shown and view.full is None
+        assert view.redacted and "too large" in view.shown
+
+    def test_json_below_the_cap_is_parsed_whole_and_redacted(self) -> None:
+        # Longer than DECODE_BYTES: cut before parsing, it would show its secrets raw.
+        value = json.dumps({"rows": [{"password": "hunter2", "n": i} for i in range(40_000)]})
+        assert payloads.DECODE_BYTES < len(value) <= payloads.PRETTY_JSON_BYTES
+        view = payloads.field_view(b"payload", value.encode())
+        assert view.is_json and "hunter2" not in (view.full or "") + view.shown
+
+    @pytest.mark.parametrize("value", [b"\xff" * 50_000_000, "é".encode() * 25_000_000])
+    def test_huge_plain_value_decodes_only_what_is_shown(self, value: bytes) -> None:
+        started = time.perf_counter()
+        view = payloads.field_view(b"blob", value)
+        assert time.perf_counter() - started < 0.5
+        assert view.clipped and view.full is not None
+        assert len(view.full) == payloads.MAX_CHARS
+
+    def test_utf8_cut_at_the_limit_is_not_binary(self) -> None:
+        text, binary = payloads.bytes_text("aé".encode() * 10, limit=4)  # cuts inside é
+        assert (text, binary) == ("aéa", False)
+        assert "\\x" not in payloads.preview([(b"t", "é".encode() * 1000)])

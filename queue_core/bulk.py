@@ -201,6 +201,15 @@ def bulk_scope(
     return BulkScope(snapshot_id=snapshot_id, ids=pending, scanned=len(inside), next_cursor=None)
 
 
+def _whole(exc: redis.ResponseError) -> bool:
+    """Whether an error reply is about the stream or group (every entry would get it)."""
+    try:
+        redis_refusal(exc, stream="", group="")
+    except redis.ResponseError:
+        return False
+    return True
+
+
 def _raise_refusals(replies: Sequence[Any], *, stream: str, group: str) -> None:
     for reply in replies:
         if isinstance(reply, redis.ResponseError):
@@ -305,9 +314,29 @@ def _bulk_apply(
         replies = scripts_pipelined(
             client, script_name, [call(entry_id, consumer or "", min_idle_ms) for entry_id in chunk]
         )
-        _raise_refusals(replies, stream=stream, group=group)
+        changed = any(i.outcome is BulkOutcome.DONE for i in items) or any(
+            not isinstance(reply, Exception) and reply[0] for reply in replies
+        )
+        if not changed:
+            # A missing group or a key of another type refuses the whole request, while
+            # nothing has been changed yet.
+            _raise_refusals(
+                [e for e in replies if isinstance(e, redis.ResponseError) and _whole(e)],
+                stream=stream,
+                group=group,
+            )
         for entry_id, reply in zip(chunk, replies, strict=True):
-            if reply[0]:
+            if isinstance(reply, Exception):
+                # Once entries have been changed, an error must not hide them from the
+                # caller (the audit row lists what was done): it is this entry's outcome.
+                items.append(
+                    BulkItem(
+                        entry_id=entry_id,
+                        outcome=BulkOutcome.REFUSED,
+                        detail=f"entry {entry_id}: Redis refused it: {reply}",
+                    )
+                )
+            elif reply[0]:
                 items.append(
                     BulkItem(entry_id=entry_id, outcome=BulkOutcome.DONE, new_id=new_id(reply))
                 )

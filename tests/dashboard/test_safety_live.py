@@ -70,3 +70,26 @@ class HostileSocketTests:
         (new_id,) = make_pending(r, stream, "g", "c2", 1, create=False)
         await _receive_until(good, lambda m: new_id in m)
         await good.disconnect()
+
+
+class PushedHtmlEscapingTests:
+    async def test_payload_and_names_are_escaped_in_pushes(
+        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
+    ) -> None:
+        group = "<img src=x onerror=alert(1)>"
+        r.xgroup_create(stream, group, id="0", mkstream=True)
+        entry_id = r.xadd(stream, {"<b>f</b>": "<script>alert('x')</script>"}).decode()
+        r.xreadgroup(group, "<script>c</script>", {stream: ">"})
+        headers = await headers_for("view_queues", "retry_entry", "dead_letter_entry")
+        paths = [
+            live_path("group", stream=stream, group=group),
+            live_path("stream", stream=stream),
+            live_path("entry", stream=stream, entry_id=entry_id),
+        ]
+        for path in paths:
+            ws = _socket(path, headers)
+            assert (await ws.connect())[0], path
+            html = await _receive_until(ws, lambda m: "&lt;" in m)
+            assert "<script>" not in html and "<img src=x" not in html, path
+            assert "<b>f</b>" not in html, path
+            await ws.disconnect()

@@ -193,11 +193,17 @@ def _hostile_page_paths(w: World) -> Iterator[str]:
             yield f"/streams/{seg}/dlq/"
     for bad in HOSTILE_IDS:
         yield f"/streams/{s}/entries/{_raw(bad)}/"
-    # Broken percent-encoding and invalid UTF-8 in the path itself.
-    for seg in ("%FF%FE", "%C3%28", "%", "%G0", "%ED%A0%80"):
+    # Broken percent-encoding and invalid UTF-8 in the path and the query string.
+    for seg in ("%FF%FE", "%C3%28", "%", "%G0", "%ED%A0%80", "%00"):
         yield f"/streams/{seg}/"
         yield f"/streams/{s}/groups/{seg}/"
         yield f"/streams/{s}/entries/{seg}/"
+        yield f"/streams/{s}/groups/{g}/?start={seg}&consumer={seg}&min_idle={seg}"
+        yield f"/streams/{s}/?before={seg}"
+        yield f"/streams/{s}/dlq/?before={seg}"
+        yield f"/failures/?q={seg}&stream={seg}&since={seg}&before={seg}"
+        yield f"/audit/?user={seg}&page={seg}"
+        yield f"/audit.csv?stream={seg}"
 
 
 def _hostile_queries(w: World) -> Iterator[tuple[str, dict[str, str]]]:

@@ -64,6 +64,8 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"  # a replay meant for another group: acked without running
     NOT_PENDING = "not-pending"  # someone else acked, moved or took it first
     ACK_FAILED = "ack-failed"  # the handler returned but XACK failed (logged); still pending
+    DEAD_LETTER_FAILED = "dead-letter-failed"  # due for the DLQ, but Redis failed or refused
+    # the move (logged); still pending
 
 
 @dataclass(frozen=True, slots=True)

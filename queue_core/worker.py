@@ -168,12 +168,19 @@ class _Settle:
 
 
 def _settle(
-    *, client: redis.Redis, stream: str, group: str, consumer: str, items: Iterable[_Settle]
+    *,
+    client: redis.Redis,
+    stream: str,
+    group: str,
+    consumer: str,
+    items: Iterable[_Settle],
+    kept: list[str] | None = None,
 ) -> tuple[int, int]:
     """Write failure records (one pipeline), then dead-letter what must go, one script each.
 
     Returns ``(records written, entries dead-lettered)``. Redis errors are logged: the
-    entries concerned stay pending and come back through reclaim.
+    entries concerned stay pending and come back through reclaim; their ids are added to
+    ``kept`` when it is given.
     """
     items = list(items)
     records: list[FailureRecord] = []
@@ -213,6 +220,8 @@ def _settle(
                 # race another consumer won. The entry stays pending and will come back.
                 log.error("could not dead-letter %s %s (%s); it stays pending",
                           stream, item.entry_id, exc.__cause__)  # fmt: skip
+                if kept is not None:
+                    kept.append(item.entry_id)
             else:
                 log.info("not dead-lettering %s %s: %s", stream, item.entry_id, exc)
             continue
@@ -220,6 +229,8 @@ def _settle(
             log.error(
                 "could not dead-letter %s %s (%s); it stays pending", stream, item.entry_id, exc
             )
+            if kept is not None:
+                kept.append(item.entry_id)
             if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
                 break  # Redis is away: the rest stay pending too, and are redelivered later
             continue
@@ -340,8 +351,13 @@ def process_entry(
 def _settle_one(
     client: redis.Redis, stream: str, group: str, consumer: str, item: _Settle
 ) -> Outcome:
-    _, moved = _settle(client=client, stream=stream, group=group, consumer=consumer, items=[item])
-    return Outcome.DEAD_LETTERED if moved else Outcome.NOT_PENDING
+    kept: list[str] = []
+    _, moved = _settle(
+        client=client, stream=stream, group=group, consumer=consumer, items=[item], kept=kept
+    )
+    if moved:
+        return Outcome.DEAD_LETTERED
+    return Outcome.DEAD_LETTER_FAILED if kept else Outcome.NOT_PENDING
 
 
 def reclaim_stale(

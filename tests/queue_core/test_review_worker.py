@@ -184,3 +184,21 @@ class DeadLetterRefusedByRedisTests:
         assert pending_count(r, stream) == 1  # not lost: it stays pending
         errors = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
         assert errors and entry_id in errors[0].getMessage()
+
+    def test_process_entry_says_the_entry_is_still_pending(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "w1", 1)
+        r.set(stream_keys(stream).dlq, "not a stream")
+
+        def handler(job: Job) -> None:
+            raise PermanentFailure("never")
+
+        outcome = process_entry(
+            client=r, stream=stream, group="g", consumer="w1", entry_id=entry_id,
+            fields={b"n": b"0"}, handler=handler,
+        )  # fmt: skip
+
+        # Not NOT_PENDING ("someone else took it first"): it is still here, in our name.
+        assert outcome is Outcome.DEAD_LETTER_FAILED
+        assert pending_count(r, stream) == 1

@@ -7,7 +7,6 @@ workshop's ``VALKEY_URL``) points at one, and they never flush any server.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import redis
 
+from dashboard.devredis import free_port as free_port  # re-exported for tests and benchmarks
 from dashboard.devredis import system_redis_server
 
 HOW_TO_GET_ONE = (
@@ -27,13 +27,6 @@ HOW_TO_GET_ONE = (
 
 class RedisUnavailable(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -605,7 +605,7 @@ class ButtonsTests:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
         reader = make_client("reader", "view_queues")
         body = reader.get(reverse("dashboard:group-detail", args=[stream, "g"])).content.decode()
-        assert entry_id in body  # the row is there …
+        assert f'<tr id="pending-{entry_id}"' in body  # the row is there …
         assert not {"Retry", "Claim", "Dead-letter", "Acknowledge"} & _buttons(body)  # … no buttons
         assert 'id="bulk-form"' not in body
         entry = reader.get(reverse("dashboard:entry-detail", args=[stream, entry_id]))
@@ -661,7 +661,9 @@ class RowSwapTests:
             entry_url(stream, entry_id, "retry"), {"place": "row"}, headers=HTMX
         )
         assert response["HX-Reselect"] == f"#pending-{entry_id}"
-        assert 'title="60,' in response.content.decode()  # idle now at least 60 s
+        body = response.content.decode()
+        row = body.split(f'<tr id="pending-{entry_id}"', 1)[1].split("</tr>", 1)[0]
+        assert 'title="60,' in row  # the row's idle cell: idle now at least 60 s
 
 
 class EntryAuditTests:

@@ -37,6 +37,10 @@ class RedisServer:
     binary: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     workdir: Path | None = None
+    #: More ``--option value`` arguments, after the defaults (the last occurrence wins), e.g.
+    #: ``("--appendonly", "yes", "--appendfsync", "always")`` for a server whose data
+    #: survives a SIGKILL; ``start()`` after ``kill()`` reloads it from ``workdir``.
+    extra_args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -59,6 +63,7 @@ class RedisServer:
                 "--appendonly", "no",
                 "--dir", str(self.workdir),
                 "--protected-mode", "yes",
+                *self.extra_args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,

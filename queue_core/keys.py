@@ -4,6 +4,11 @@ Companion keys (the dead-letter stream and the failure log) must hash to the sam
 Redis Cluster slot as their stream, so that one Lua script can touch both atomically
 on a cluster too. This module decides the names and refuses, with a clear error,
 names that cannot share a slot. It never falls back to a non-atomic layout.
+
+No two streams share a companion, and a companion is never taken for a stream: the
+allowlist decides what the dashboard shows by stream name, so one key reachable under
+two names would let an allowed name reach a hidden stream's keys (issue 8).
+``stream_visible`` is the one check every dashboard entry point makes.
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from dataclasses import dataclass
 
 from redis.crc import key_slot
 
+#: Every companion name ends with one of these, so ``SCAN MATCH *:failures`` finds them all.
 DLQ_SUFFIX = ":dlq"
 FAILURES_SUFFIX = ":failures"
 COMPANION_SUFFIXES = (DLQ_SUFFIX, FAILURES_SUFFIX)
+#: Between a hash-tagged stream's name and its companion suffix: ``{t}orders:ackboard:dlq``.
+#: Without it ``{X}:dlq`` would be the DLQ of both ``X`` and ``{X}`` (see ``stream_keys``).
+TAGGED_MARKER = ":ackboard"
 
 #: Pub/sub channel on which workers and operator actions announce changes.
 #: Pub/sub is cluster-wide, so a fixed name is fine.
@@ -72,14 +81,22 @@ class StreamKeys:
 def stream_keys(stream: str) -> StreamKeys:
     """Companion key names for ``stream``.
 
-    ``orders`` -> ``{orders}:dlq``, ``{orders}:failures``; a stream that already has a
-    hash tag keeps it: ``{tenant1}orders`` -> ``{tenant1}orders:dlq``.
+    ``orders`` -> ``{orders}:dlq``, ``{orders}:failures``. A stream that already has a
+    hash tag keeps it, and its companions carry a marker: ``{tenant1}orders`` ->
+    ``{tenant1}orders:ackboard:dlq``, ``{tenant1}orders:ackboard:failures``.
+
+    Why the marker: untagged names give ``"{" + S + "}" + A`` (S has no ``}``, else the slot
+    check below refuses it) and tagged ones ``T + B``. Equal names need the same kind
+    suffix (``:dlq`` is not a suffix of ``:failures``), then ``"{" + S + "}" == T + R``
+    where ``B == R + A``. With ``R = ":ackboard"`` the left side ends in ``}`` and the
+    right in ``d``, so no two streams ever share a companion, whatever their names. With
+    no marker (``R = ""``), ``{X}`` and ``X`` shared ``{X}:dlq``.
 
     Raises CrossSlotName when no such layout shares the stream's slot, e.g. ``a}b``.
     """
     if not stream:
         raise CrossSlotName("stream name is empty")
-    base = stream if hash_tag(stream) is not None else "{" + stream + "}"
+    base = "{" + stream + "}" if hash_tag(stream) is None else stream + TAGGED_MARKER
     keys = StreamKeys(stream=stream, dlq=base + DLQ_SUFFIX, failures=base + FAILURES_SUFFIX)
     # Compare the hashed text itself, which is stricter than comparing slot numbers.
     want = _hashed_part(stream)
@@ -94,21 +111,30 @@ def stream_keys(stream: str) -> StreamKeys:
 
 
 def companion_parent(name: str) -> str | None:
-    """The stream that ``name`` is a companion of, or None when it is not a companion."""
+    """The stream that ``name`` is a companion of, or None when it is not a companion.
+
+    Exact: it returns ``S`` only when ``name`` is ``stream_keys(S).dlq`` or ``.failures``.
+    Every companion is also a valid stream name (``{orders}:dlq`` can be XADDed to), so
+    whoever opens a stream by name must ask this first; ``stream_visible`` does. Pure
+    string work, no round trip.
+    """
     for suffix in COMPANION_SUFFIXES:
         if not name.endswith(suffix):
             continue
         base = name[: -len(suffix)]
-        candidates = [base]
-        if base.startswith("{") and base.endswith("}"):
-            candidates.insert(0, base[1:-1])
-        for parent in candidates:
-            try:
-                keys = stream_keys(parent)
-            except CrossSlotName:
-                continue
-            if name in (keys.dlq, keys.failures):
-                return parent
+        # The two shapes stream_keys builds; at most one fits (``}`` vs the marker's end).
+        if base.endswith(TAGGED_MARKER):
+            parent = base[: -len(TAGGED_MARKER)]
+        elif base.startswith("{") and base.endswith("}"):
+            parent = base[1:-1]
+        else:
+            continue
+        try:
+            keys = stream_keys(parent)
+        except CrossSlotName:
+            continue
+        if name in (keys.dlq, keys.failures):
+            return parent
     return None
 
 
@@ -121,3 +147,15 @@ def parse_allowlist(raw: str | None) -> tuple[str, ...]:
 def allowed(name: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``name`` matches one of the allowlist glob patterns (Redis MATCH syntax)."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def stream_visible(name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether the dashboard may open ``name`` as a stream: the one check for every page,
+    action, bulk request, socket, discovery and the failure index.
+
+    The allowlist must admit the name, and the name must not be another stream's
+    companion: a companion is shown under its own stream, and only when that stream is
+    visible. Because companions of distinct streams never coincide (``stream_keys``), a
+    visible name reaches only its own keys, never a hidden stream's.
+    """
+    return allowed(name, patterns) and companion_parent(name) is None

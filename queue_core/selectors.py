@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from queue_core.keys import RESERVED_PREFIX, CrossSlotName, allowed, companion_parent, stream_keys
+from queue_core.keys import RESERVED_PREFIX, CrossSlotName, allowed, stream_keys, stream_visible
 from queue_core.services import entry_id_key
 from queue_core.types import (
     ConsumerInfo,
@@ -198,8 +198,8 @@ def stream_discover(
                 continue
             if not allowed(name, patterns) or name in found:
                 continue
-            if companion_parent(name) is not None:
-                companions += 1
+            if not stream_visible(name, patterns):
+                companions += 1  # allowed, so hidden only because it is a companion
                 continue
             if len(found) >= cap:
                 return tuple(sorted(found)), True, companions

@@ -40,9 +40,8 @@ from queue_core.keys import (
     MAX_NAME_LENGTH,
     RESERVED_PREFIX,
     CrossSlotName,
-    allowed,
-    companion_parent,
     stream_keys,
+    stream_visible,
 )
 from queue_core.types import ActionRefused, BulkResult, PendingPage
 
@@ -94,7 +93,7 @@ class ActionRequest:
 def _check_stream(stream: str) -> str:
     if len(stream) > MAX_NAME_LENGTH:
         raise BadRequest(f"stream name is longer than {MAX_NAME_LENGTH} characters")
-    if not allowed(stream, settings.ACKBOARD_STREAMS) or companion_parent(stream) is not None:
+    if not stream_visible(stream, tuple(settings.ACKBOARD_STREAMS)):
         raise BadRequest(f"no stream {stream!r} here", status=404)
     try:
         stream_keys(stream)

@@ -36,7 +36,7 @@ from dashboard import payloads
 from dashboard.connection import get_redis
 from dashboard.permissions import queues_view_required
 from queue_core import selectors
-from queue_core.keys import MAX_NAME_LENGTH, allowed, companion_parent
+from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 from queue_core.services import MAX_IDLE_MS, entry_id_check
 from queue_core.types import (
     DeadLetterRow,
@@ -175,7 +175,7 @@ def _now_ms() -> int:
 
 def _check_visible(stream: str) -> None:
     """404 for a stream the allowlist hides, and for companions (they live under a stream)."""
-    if not allowed(stream, tuple(settings.ACKBOARD_STREAMS)) or companion_parent(stream):
+    if not stream_visible(stream, tuple(settings.ACKBOARD_STREAMS)):
         raise Http404("No such stream here.")
 
 

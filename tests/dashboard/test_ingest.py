@@ -90,7 +90,7 @@ class IngestTests:
             (payments, "7-0", 1, "worker-1"),
         ]
         pay = rows.get(stream=payments)
-        assert pay.failures_key == prefix + "{tenant}payments:failures"
+        assert pay.failures_key == prefix + "{tenant}payments:ackboard:failures"
         assert pay.source_id == source and pay.group == "refunds"
         assert pay.error_type == "KeyError" and pay.message == "bad total"
         assert pay.duration_ms == 12.5 and int(pay.failed_at.timestamp()) == 1767268800

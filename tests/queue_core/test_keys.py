@@ -21,9 +21,17 @@ class StreamKeysTests:
         keys = stream_keys("orders")
         assert (keys.dlq, keys.failures) == ("{orders}:dlq", "{orders}:failures")
 
-    def test_stream_with_hash_tag_keeps_it(self) -> None:
+    def test_stream_with_hash_tag_keeps_it_and_marks_its_companions(self) -> None:
         keys = stream_keys("{tenant1}orders")
-        assert (keys.dlq, keys.failures) == ("{tenant1}orders:dlq", "{tenant1}orders:failures")
+        assert (keys.dlq, keys.failures) == (
+            "{tenant1}orders:ackboard:dlq",
+            "{tenant1}orders:ackboard:failures",
+        )
+
+    def test_a_braced_name_and_the_bare_name_have_different_companions(self) -> None:
+        # Before: both "{X}" and "X" had "{X}:dlq", so an allowlist for one reached the other.
+        assert stream_keys("X").dlq == "{X}:dlq"
+        assert stream_keys("{X}").dlq == "{X}:ackboard:dlq"
 
     @pytest.mark.parametrize("name", ["a}b", "x{}y{z}", "}{"])
     def test_names_that_cannot_share_a_slot_are_refused(self, name: str) -> None:

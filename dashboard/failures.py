@@ -40,7 +40,13 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from dashboard.models import FailureRecord
-from queue_core.keys import EVENTS_CHANNEL, FAILURES_SUFFIX, allowed, companion_parent, stream_keys
+from queue_core.keys import (
+    EVENTS_CHANNEL,
+    FAILURES_SUFFIX,
+    companion_parent,
+    stream_keys,
+    stream_visible,
+)
 
 log = logging.getLogger("ackboard.failures")
 
@@ -243,7 +249,7 @@ def failure_sources_discover(
     for key in client.scan_iter(match="*" + FAILURES_SUFFIX, count=1000, _type="stream"):
         name = key.decode("utf-8", "replace")
         parent = companion_parent(name)
-        if parent is None or not allowed(parent, tuple(patterns)):
+        if parent is None or not stream_visible(parent, tuple(patterns)):
             continue
         if stream_keys(parent).failures.encode() != key:
             continue  # a non-UTF-8 name that does not round-trip; nothing we could show

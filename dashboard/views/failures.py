@@ -24,7 +24,7 @@ from dashboard import failures as failure_index
 from dashboard.failures import SEARCH_BUDGET_MS, BadCursor, FailureFilter, FailurePage
 from dashboard.models import FailureRecord
 from dashboard.permissions import queues_view_required
-from queue_core.keys import MAX_NAME_LENGTH, allowed
+from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 
 _TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
 #: The "within" shortcuts: a lower time bound relative to now.
@@ -46,7 +46,7 @@ class FailureSearchForm(forms.Form):
 
     def clean_stream(self) -> str:
         stream: str = self.cleaned_data["stream"]
-        if stream and not allowed(stream, tuple(settings.ACKBOARD_STREAMS)):
+        if stream and not stream_visible(stream, tuple(settings.ACKBOARD_STREAMS)):
             raise forms.ValidationError("That stream is outside this dashboard's allowlist.")
         return stream
 
@@ -96,7 +96,7 @@ def _rows(page: FailurePage) -> list[FailureRow]:
         )
         for f in page.rows
         # Rows from before an allowlist change stay hidden.
-        if allowed(f.stream, patterns)
+        if stream_visible(f.stream, patterns)
     ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "csp",
+    "axes",
     "dashboard",
 ]
 if django.VERSION < (6, 0):
@@ -95,6 +97,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.middleware.RedisErrorMiddleware",
+    # Last, as axes documents: it turns a lockout flagged during the login into the 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -139,6 +143,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username+address before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"
@@ -203,6 +212,11 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = _https
 SECURE_HSTS_PRELOAD = _https
 if _flag("DJANGO_BEHIND_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+#: Proxies in front of the app that append to X-Forwarded-For (DJANGO_PROXY_COUNT, only
+#: read with DJANGO_BEHIND_PROXY): the client address is that many entries from the right.
+ACKBOARD_TRUSTED_PROXIES = (
+    int(os.environ.get("DJANGO_PROXY_COUNT", "1")) if _flag("DJANGO_BEHIND_PROXY") else 0
+)
 
 # Content-Security-Policy (django-csp): no inline script, no eval, no inline style. A
 # payload that ever slipped past escaping could then not run, and the console cannot be
@@ -222,6 +236,23 @@ CONTENT_SECURITY_POLICY = {
         "form-action": [SELF],
     }
 }
+
+# Login throttle (django-axes): after ACKBOARD_LOGIN_FAILURE_LIMIT failed logins for one
+# username from one address, that pair is refused (429, registration/locked_out.html),
+# even with the right password, for ACKBOARD_LOGIN_COOLOFF_MINUTES after the last counted
+# failure. Keyed on the pair, so a guesser cannot lock a user out from elsewhere. Attempts
+# are rows in the database, shared by every web process. Unlock early:
+# ``manage.py axes_reset_username <name>`` (or ``axes_reset``).
+AXES_FAILURE_LIMIT = int(os.environ.get("ACKBOARD_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ACKBOARD_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+#: A successful login clears that pair's failures: typos spread over a day never add up.
+AXES_RESET_ON_SUCCESS = True
+#: Attempts while locked out are refused without being written: a flood neither grows the
+#: attempt row (axes appends each attempt's form data to it) nor extends the wait.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "dashboard.login_throttle.client_ip"
 
 LOGGING = {
     "version": 1,

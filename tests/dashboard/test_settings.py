@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -51,3 +52,41 @@ class ProductionSettingsTests:
     def test_debug_runs_without_secret_key(self, tmp_path: Path) -> None:
         out = _manage("check", DJANGO_DEBUG="1", ACKBOARD_HOME=str(tmp_path))
         assert out.returncode == 0, out.stderr
+
+    def test_production_sends_the_policy_and_throttles_logins(self, tmp_path: Path) -> None:
+        show = (
+            "import json; from django.conf import settings; from csp.utils import build_policy;"
+            "print(json.dumps([build_policy(), settings.AXES_ENABLED, settings.AXES_FAILURE_LIMIT,"
+            " settings.AXES_COOLOFF_TIME.total_seconds(), settings.ACKBOARD_TRUSTED_PROXIES,"
+            " settings.MIDDLEWARE[-1], settings.AUTHENTICATION_BACKENDS[0]]))"
+        )
+        key = "a-production-key-" + "q7Zx9" * 12
+        out = _manage(
+            "shell", "--no-imports", "-c", show, DJANGO_SECRET_KEY=key, ACKBOARD_HOME=str(tmp_path)
+        )
+        assert out.returncode == 0, out.stderr
+        policy, enabled, limit, cooloff, proxies, last, first = json.loads(out.stdout)
+        directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+        assert directives["script-src"] == "'self'" and directives["style-src"] == "'self'"
+        assert directives["object-src"] == directives["frame-ancestors"] == "'none'"
+        assert "unsafe" not in policy
+        assert (enabled, limit, cooloff, proxies) == (True, 5, 900.0, 0)
+        assert (last, first) == (
+            "axes.middleware.AxesMiddleware",
+            "axes.backends.AxesStandaloneBackend",
+        )
+        tuned = _manage(
+            "shell", "--no-imports", "-c", show, DJANGO_SECRET_KEY=key, ACKBOARD_HOME=str(tmp_path),
+            ACKBOARD_LOGIN_FAILURE_LIMIT="7", ACKBOARD_LOGIN_COOLOFF_MINUTES="30",
+            DJANGO_BEHIND_PROXY="1", DJANGO_PROXY_COUNT="2",
+        )  # fmt: skip
+        assert tuned.returncode == 0, tuned.stderr
+        assert json.loads(tuned.stdout)[2:5] == [7, 1800.0, 2]
+
+    def test_migrate_creates_the_throttle_tables(self, tmp_path: Path) -> None:
+        env = {"DJANGO_DEBUG": "1", "ACKBOARD_HOME": str(tmp_path)}
+        assert _manage("migrate", "--noinput", **env).returncode == 0
+        out = _manage("showmigrations", "axes", **env)
+        assert out.returncode == 0, out.stderr
+        applied = [line for line in out.stdout.splitlines() if line.strip().startswith("[")]
+        assert applied and all(line.strip().startswith("[X]") for line in applied), out.stdout

@@ -57,6 +57,20 @@ ORIGIN_GROUP_FIELD = RESERVED_PREFIX + "origin-group"
 ORIGIN_ID_FIELD = RESERVED_PREFIX + "origin-id"
 
 
+class TooManyFields(ActionRefused):
+    """The entry has more fields than one script can copy (Lua's unpack() limit).
+
+    A certain refusal: the script checked before changing anything, so the entry is where
+    it was (still pending, or still in the DLQ). Retrying will not help; the operator must
+    acknowledge the entry (or delete the dead letter) or have the producer split it.
+    """
+
+    def __init__(self, message: str, *, fields: int, limit: int) -> None:
+        super().__init__(message)
+        self.fields = fields
+        self.limit = limit
+
+
 def _text(value: bytes | str) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
@@ -201,9 +215,23 @@ def refusal_text(reply: Sequence[Any], entry_id: str) -> tuple[str, str]:
         message = (
             f"changed since you looked: entry {entry_id} has a delivery count of {extra[0]} now"
         )
+    elif kind == "too-many-fields":
+        message = _too_many_fields(extra, entry_id).args[0]
     else:
         message = f"entry {entry_id}: {kind}"
     return kind, message
+
+
+def _too_many_fields(extra: Sequence[Any], entry_id: str) -> TooManyFields:
+    fields, limit = int(extra[0]), int(extra[1])
+    return TooManyFields(
+        f"entry {entry_id} has {fields} fields; a dead-letter move copies at most {limit} in "
+        "one atomic step, so nothing was changed and it stays pending. Acknowledge it with a "
+        "reason instead (copy what you need with redis-cli XRANGE first), or have the "
+        "producer send fewer fields.",
+        fields=fields,
+        limit=limit,
+    )
 
 
 def retried_from(reply: Sequence[Any], entry_id: str) -> Retried:
@@ -352,7 +380,8 @@ def entry_dead_letter(
     O(fields) in Redis. With ``expected_consumer`` it raises ActionRefused when another
     consumer owns the entry now; with ``seen_idle_ms`` when the entry was delivered again
     since the operator saw it that idle. Raises CrossSlotName for names that cannot be
-    moved atomically.
+    moved atomically, and TooManyFields (an ActionRefused) when the entry has more fields
+    than the script can copy; the entry then stays pending.
 
     When ``operator`` is set (an operator's action, not a worker's), an ``action`` event
     is published after the move.
@@ -376,6 +405,8 @@ def entry_dead_letter(
         kind, message = refusal_text(reply, entry_id)
         if kind == "not-pending":
             return None
+        if kind == "too-many-fields":
+            raise _too_many_fields(reply[2:], entry_id)
         raise ActionRefused(message)
     result = dead_lettered_from(reply, entry_id)
     if operator:
@@ -426,8 +457,9 @@ def dlq_replay(*, client: redis.Redis, stream: str, dlq_id: str) -> Replayed:
     safe to repeat: the second call finds the DLQ entry gone and is refused.
 
     Raises ActionRefused for an unknown DLQ id, a payload-missing entry (nothing to
-    replay), or an origin group that no longer exists. One round trip; O(fields + groups)
-    in Redis.
+    replay), or an origin group that no longer exists; TooManyFields when the entry has
+    more fields than the script can copy (never one that ``entry_dead_letter`` moved).
+    One round trip; O(fields + groups) in Redis.
     """
     keys = stream_keys(stream)
     entry_id_check(dlq_id, what="dead-letter id")
@@ -452,6 +484,15 @@ def dlq_replay(*, client: redis.Redis, stream: str, dlq_id: str) -> Replayed:
             raise ActionRefused(
                 f"cannot replay {dlq_id}: its group {_text(reply[2])!r} no longer exists "
                 f"on stream {stream!r}"
+            )
+        if kind == "too-many-fields":
+            fields, limit = int(reply[2]), int(reply[3])
+            raise TooManyFields(
+                f"dead-letter entry {dlq_id} has {fields} fields; a replay copies at most "
+                f"{limit} in one atomic step, so nothing was changed. Copy what you need with "
+                "redis-cli XRANGE and delete it instead.",
+                fields=fields,
+                limit=limit,
             )
         if kind == "wrong-stream":
             raise ActionRefused(

@@ -14,7 +14,13 @@
 -- returns {dlq_id, owner, deliveries, payload_missing} on success,
 --         {false, 'not-pending'} when the entry is not pending in the group,
 --         {false, 'owner-changed', owner} when ARGV[6] is set and another consumer owns it,
---         {false, 'idle-changed', idle} when ARGV[7] is set and the entry is idle less
+--         {false, 'idle-changed', idle} when ARGV[7] is set and the entry is idle less,
+--         {false, 'too-many-fields', fields, limit} when the entry has more fields than
+--           one XADD from a script can copy (Lua's unpack() returns at most ~8,000
+--           values); nothing is changed and the entry stays pending
+-- Lua 5.1's unpack() fails above ~8,000 values (LUAI_MAXCSTACK); keep a margin.
+local MAX_VALUES = 7990
+local META_VALUES = 20
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #pending == 0 then
   return {false, 'not-pending'}
@@ -31,6 +37,9 @@ end
 local args = {}
 local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
 local missing = 1
+if #entry == 1 and entry[1][2] and #entry[1][2] + META_VALUES > MAX_VALUES then
+  return {false, 'too-many-fields', #entry[1][2] / 2, math.floor((MAX_VALUES - META_VALUES) / 2)}
+end
 if #entry == 1 and entry[1][2] then
   missing = 0
   for _, value in ipairs(entry[1][2]) do

@@ -15,7 +15,13 @@
 --         {false, 'no-origin'} when it has no origin group or id,
 --         {false, 'payload-missing'} when its original fields were lost before it
 --           was dead-lettered, so there is nothing to replay,
---         {false, 'no-group', group} when the origin group no longer exists on the stream
+--         {false, 'no-group', group} when the origin group no longer exists on the stream,
+--         {false, 'too-many-fields', fields, limit} when the entry has more fields than
+--           one XADD from a script can copy (Lua's unpack() returns at most ~8,000
+--           values); nothing is changed
+-- Lua 5.1's unpack() fails above ~8,000 values (LUAI_MAXCSTACK); keep a margin, the same
+-- as dead_letter.lua's, so that any entry it moved can be replayed.
+local MAX_VALUES = 7990
 local found = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
 if #found == 0 then
   return {false, 'not-found'}
@@ -44,6 +50,9 @@ if not group or group == '' or not origin_id or origin_id == '' then
 end
 if meta[prefix .. 'payload-missing'] == '1' or #payload == 0 then
   return {false, 'payload-missing'}
+end
+if #payload + 4 > MAX_VALUES then
+  return {false, 'too-many-fields', #payload / 2, math.floor((MAX_VALUES - 4) / 2)}
 end
 -- O(groups): replaying into a group that is gone would leave an entry nobody handles.
 local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])

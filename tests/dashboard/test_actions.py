@@ -193,6 +193,38 @@ class DeadLetterTests:
         assert event.result == "ok" and event.new_ids == [dlq_id.decode()]
         assert event.reason == "poison pill"
 
+    def test_an_entry_too_wide_to_copy_is_a_409_that_says_why(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        # Lua's unpack() limit: a certain refusal, not a 503 "may or may not have run".
+        [narrow] = make_pending(r, stream, "g", "c1", 1)
+        wide = r.xadd(stream, {f"f{i}": "v" for i in range(4_000)}).decode()
+        r.xreadgroup("g", "c1", {stream: ">"}, count=1)
+        response = make_client().post(
+            entry_url(stream, wide, "dead-letter"), {"reason": "poison"}, headers=HTMX
+        )
+        assert response.status_code == 409
+        body = response.content.decode()
+        assert f"entry {wide} has 4000 fields" in body and "Acknowledge it" in body
+        assert pending(r, stream, wide) is not None and pending(r, stream, narrow) is not None
+        assert r.exists(stream_keys(stream).dlq) == 0
+        event = last_audit()
+        assert (event.action, event.result, event.entry_ids) == ("dead-letter", "refused", [wide])
+        assert "4000 fields" in event.detail
+
+    def test_replay_of_a_dead_letter_too_wide_to_copy_is_a_409(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 1)
+        fields = {f"f{i}": "v" for i in range(4_000)}
+        fields |= {"ackboard.origin-group": "g", "ackboard.origin-id": "1-0"}
+        dlq_id = r.xadd(stream_keys(stream).dlq, fields).decode()
+        response = make_client().post(dlq_url(stream, dlq_id, "replay"), headers=HTMX)
+        assert response.status_code == 409
+        assert "has 4000 fields" in response.content.decode()
+        assert r.xlen(stream_keys(stream).dlq) == 1 and r.xlen(stream) == 1
+        assert last_audit().result == "refused"
+
     def test_two_operators_leave_one_copy_and_one_refusal(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:

@@ -182,6 +182,28 @@ class BulkApplyTests:
         assert all(f[b"ackboard.operator"] == b"ann" for _, f in dlq)
         assert pending_ids(r, stream, "g") == later
 
+    def test_dead_letter_of_an_entry_too_wide_to_copy_is_that_entrys_refusal(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        [narrow] = make_pending(r, stream, "g", "c1", 1)
+        wide = r.xadd(stream, {f"f{i}": "v" for i in range(4_000)}).decode()
+        r.xreadgroup("g", "c1", {stream: ">"}, count=1)
+        result = bulk_dead_letter(
+            client=r,
+            stream=stream,
+            group="g",
+            snapshot_id=wide,
+            ids=[narrow, wide],
+            reason="bad batch",
+            operator="ann",
+        )
+        assert result.done == (narrow,)
+        [skipped] = result.skipped
+        assert skipped.entry_id == wide and skipped.outcome is BulkOutcome.REFUSED
+        assert f"entry {wide} has 4000 fields" in skipped.detail
+        assert pending_ids(r, stream, "g") == [wide]
+        assert r.xlen(stream_keys(stream).dlq) == 1
+
     def test_acknowledge_works_through_a_large_set_with_progress(
         self, r: redis.Redis, stream: str
     ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -9,7 +10,13 @@ import redis
 
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
 from queue_core.lua import script
-from queue_core.services import dlq_delete, dlq_purge, dlq_replay, entry_dead_letter
+from queue_core.services import (
+    TooManyFields,
+    dlq_delete,
+    dlq_purge,
+    dlq_replay,
+    entry_dead_letter,
+)
 from queue_core.types import ActionRefused
 from tests.factories import add_entries, make_group, make_pending
 
@@ -76,6 +83,64 @@ class EntryDeadLetterTests:
             keys=[keys.stream, keys.dlq], args=["g", entry_id, "x", "", "", ""]
         )
         assert again == [None, b"not-pending"]
+
+
+def wide_pending(r: redis.Redis, stream: str, n_fields: int, group: str = "g") -> str:
+    """A pending entry of ``group`` with ``n_fields`` fields."""
+    with contextlib.suppress(redis.ResponseError):  # BUSYGROUP: it exists already
+        make_group(r, stream, group)
+    entry_id = r.xadd(stream, {f"f{i}": "v" for i in range(n_fields)}).decode()
+    r.xreadgroup(group, "c1", {stream: ">"}, count=1)
+    return entry_id
+
+
+class TooManyFieldsTests:
+    """Lua's unpack() returns at most ~8,000 values: a wider entry cannot be copied by one
+    script. That is a certain refusal (409), not an outage (503 "may have run")."""
+
+    def test_an_entry_too_wide_to_copy_is_refused_and_stays_pending(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        entry_id = wide_pending(r, stream, 4_000)
+        with pytest.raises(TooManyFields) as refused:
+            entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="x")
+        assert isinstance(refused.value, ActionRefused)
+        assert refused.value.fields == 4_000 and refused.value.limit < 4_000
+        message = str(refused.value)
+        assert f"entry {entry_id} has 4000 fields" in message
+        assert f"at most {refused.value.limit}" in message and "Acknowledge it" in message
+        assert r.xpending(stream, "g")["pending"] == 1
+        assert r.exists(stream_keys(stream).dlq) == 0
+
+    def test_the_widest_entry_allowed_moves_and_replays(self, r: redis.Redis, stream: str) -> None:
+        probe = wide_pending(r, stream, 5_000)
+        with pytest.raises(TooManyFields) as refused:
+            entry_dead_letter(client=r, stream=stream, group="g", entry_id=probe, reason="x")
+        limit = refused.value.limit
+        entry_id = wide_pending(r, stream, limit)
+        moved = entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="x")
+        assert moved is not None
+        [(_, fields)] = r.xrange(stream_keys(stream).dlq)
+        assert len(fields) == limit + 10  # the entry's fields and Ackboard's metadata
+        replayed = dlq_replay(client=r, stream=stream, dlq_id=moved.dlq_id)
+        [(_, back)] = r.xrange(stream, replayed.new_id, replayed.new_id)
+        assert len(back) == limit + 2  # and the replay's target group and origin id
+
+    def test_replay_of_a_dead_letter_too_wide_to_copy_is_refused_and_kept(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        make_group(r, stream, "g")
+        fields = {f"f{i}": "v" for i in range(4_000)}
+        fields |= {
+            "ackboard.origin-stream": stream,
+            "ackboard.origin-group": "g",
+            "ackboard.origin-id": "1-0",
+        }
+        dlq_id = r.xadd(stream_keys(stream).dlq, fields).decode()  # as a producer might
+        with pytest.raises(TooManyFields, match="has 4000 fields"):
+            dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        assert r.xlen(stream_keys(stream).dlq) == 1
+        assert r.xlen(stream) == 0
 
 
 class DlqReplayTests:

@@ -190,11 +190,43 @@ ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.
 ACKBOARD_LIVE_TICK = float(os.environ.get("ACKBOARD_LIVE_TICK", "1.0"))
 
-CHANNEL_LAYERS = {
-    "default": {
+#: Seconds a live socket's session and permissions are trusted before they are read again.
+ACKBOARD_LIVE_RECHECK = float(os.environ.get("ACKBOARD_LIVE_RECHECK", "2.0"))
+
+# Two channel layers (DESIGN.md §7, Fan-out). "default" carries the broadcaster's pushes to
+# the sockets of this process: its groups are per process anyway, so a push never needs
+# Redis, and a Redis restart (which empties channels-redis's group sets) cannot silence an
+# open socket. "shared" is channels-redis, for what must reach every web process: the
+# notice that a session ended (dashboard/consumers.py).
+#
+# The Redis layer's connection is configured explicitly. channels-redis receives with a
+# 5 s blocking pop (BZPOPMIN); from a bare URL, redis-py 8 gives the connection a 5 s read
+# timeout, which loses that race: "Timeout reading from …" every 5-10 s on an idle socket.
+# Reads get 10 s (the pop plus room for a loaded server), keepalive and a health check
+# find dead connections, and a short retry reconnects a blocked pop across a quick Redis
+# restart instead of failing the receive.
+from redis.asyncio.retry import Retry as _LayerRetry  # noqa: E402 - this section's own
+from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff  # noqa: E402
+
+_LAYER_POP_S = 5  # channels_redis.core.RedisChannelLayer.brpop_timeout
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
+    "shared": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [ACKBOARD_REDIS_URL], "prefix": "ackboard:channels:"},
-    }
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": ACKBOARD_REDIS_URL,
+                    "socket_timeout": _LAYER_POP_S + 5,
+                    "socket_connect_timeout": 2,
+                    "socket_keepalive": True,
+                    "health_check_interval": 15,
+                    "retry": _LayerRetry(_LayerBackoff(base=0.1, cap=1.0), retries=3),
+                }
+            ],
+            "prefix": "ackboard:channels:",
+        },
+    },
 }
 
 # --- security ---------------------------------------------------------------------------

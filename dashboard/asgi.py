@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels (see routing.py).
 
-Sockets pass ``AllowedHostsOriginValidator`` (the Origin header must be an allowed host)
-and ``AuthMiddlewareStack`` (the Django session); consumers then check permissions.
+Sockets pass ``SiteOriginValidator`` (the Origin header must be this site's own origin,
+scheme, host and port, or a trusted one: see origin.py) and ``AuthMiddlewareStack`` (the
+Django session); consumers then check permissions, and keep checking them while open.
 """
 
 import os
@@ -14,14 +15,14 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from dashboard import routing  # noqa: E402
+from dashboard.origin import SiteOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": SiteOriginValidator(
             AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns))
         ),
     }

@@ -32,6 +32,8 @@ from tests.factories import add_entries, make_group, make_pending
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CookieFor = Callable[..., Awaitable[list[tuple[bytes, bytes]]]]
+#: What a page of the test site sends on a handshake: its Host and its own Origin.
+SITE_HEADERS = [(b"host", b"testserver"), (b"origin", b"http://testserver")]
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def headers_for(django_user_model: Any) -> CookieFor:
         client = Client()
         client.force_login(user)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
-        return [(b"cookie", cookie.encode()), (b"origin", b"http://testserver")]
+        return [(b"cookie", cookie.encode()), *SITE_HEADERS]
 
     return sync_to_async(make)
 
@@ -105,7 +107,7 @@ async def _close_code(ws: WebsocketCommunicator) -> int | None:
 
 class SocketAuthTests:
     async def test_unauthenticated_socket_is_closed(self, broadcaster: Broadcaster) -> None:
-        ws = _socket(live_path("overview"), [(b"origin", b"http://testserver")])
+        ws = _socket(live_path("overview"), SITE_HEADERS)
         assert await _close_code(ws) == 4401
         assert broadcaster.sockets() == 0
 

@@ -10,7 +10,13 @@ from dashboard import routing
 from dashboard.broadcaster import Broadcaster
 from dashboard.routing import live_path
 from tests.dashboard import test_live as live
-from tests.dashboard.test_live import CookieFor, _close_code, _receive_until, _socket
+from tests.dashboard.test_live import (
+    SITE_HEADERS,
+    CookieFor,
+    _close_code,
+    _receive_until,
+    _socket,
+)
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +46,7 @@ class SocketAuthEveryRouteTests:
         ids = make_pending(r, stream, "g", "c", 1)
         nobody = await headers_for()
         for kind, path in _paths(stream, ids[0]).items():
-            anon = _socket(path, [(b"origin", b"http://testserver")])
+            anon = _socket(path, SITE_HEADERS)
             assert await _close_code(anon) == 4401, kind
             assert await _close_code(_socket(path, nobody)) == 4403, kind
         assert broadcaster.sockets() == 0

@@ -154,8 +154,7 @@ def _session_ended(sender: Any, request: HttpRequest | None = None, **kwargs: An
     except Exception as exc:  # a logout never fails for this: the recheck closes them
         _warn(
             "notice",
-            "live: could not announce a logout to open sockets (%s: %s); they close "
-            "within %.0fs",
+            "live: could not announce a logout to open sockets (%s: %s); they close within %.0fs",
             type(exc).__name__,
             exc,
             settings.ACKBOARD_LIVE_RECHECK,

@@ -257,6 +257,19 @@ class PolicyHeaderTests:
         assert_strict(outage, "503 Redis unavailable")
 
 
+class AdminPageTests:
+    def test_admin_pages_need_no_inline_code(self, admin_client: Client) -> None:
+        for url in (
+            "/admin/",
+            "/admin/auth/user/",
+            "/admin/auth/user/add/",
+            "/admin/axes/accessattempt/",
+        ):
+            response = admin_client.get(url)
+            assert response.status_code == 200, url
+            assert_strict(response, url)
+
+
 class TemplateSourceTests:
     """Every template, including branches the pages above do not reach."""
 

@@ -83,7 +83,7 @@ class Pool:
     sink: Path
     rng: random.Random
     started: int = 0
-    live: list[tuple[subprocess.Popen[bytes], float]] = field(default_factory=list)
+    live: list[tuple[subprocess.Popen[bytes], float, str]] = field(default_factory=list)
     killed: list[subprocess.Popen[bytes]] = field(default_factory=list)
     every: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -116,8 +116,25 @@ class Pool:
                 cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-        self.live.append((proc, time.monotonic()))
+        self.live.append((proc, time.monotonic(), consumer))
         self.every.append(proc)
+
+    def wait_ready(self) -> None:
+        """Until every live worker has connected and created or found its group.
+
+        A worker that cannot reach Redis at startup exits 2 (README: bad configuration),
+        so none is left starting when Redis is killed; a supervisor would restart it.
+        """
+        for proc, _, consumer in self.live:
+            log = self.logs / f"{consumer}.log"
+            wait_for(
+                lambda proc=proc, log=log: (
+                    proc.poll() is not None or b" consuming " in log.read_bytes()
+                ),
+                timeout=60,
+                what=f"worker {proc.pid} to start",
+            )
+            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
 
     def kill_one(self) -> None:
         """SIGKILL one worker that has been up a while (so it holds work), start another."""
@@ -133,10 +150,10 @@ class Pool:
 
     def stop(self) -> list[int | None]:
         """SIGTERM the live workers; their exit codes (0 = a clean, graceful stop)."""
-        for proc, _ in self.live:
+        for proc, _, _ in self.live:
             proc.send_signal(signal.SIGTERM)
         codes: list[int | None] = []
-        for proc, _ in self.live:
+        for proc, _, _ in self.live:
             try:
                 codes.append(proc.wait(30))
             except subprocess.TimeoutExpired:
@@ -248,6 +265,7 @@ class ChaosTests:
                     timeout=90,
                     what=f"{at:.0%} of the jobs to succeed (before the {what} kill)",
                 )
+                pool.wait_ready()
                 if what == "worker":
                     pool.kill_one()
                 else:

@@ -32,12 +32,12 @@ from django.views.decorators.http import require_POST
 from dashboard import payloads
 from dashboard.audit import audit_record
 from dashboard.connection import get_redis
+from dashboard.converters import name_problem
 from dashboard.failures import last_failures
 from dashboard.permissions import DLQ_ACTIONS, ENTRY_ACTIONS, may_act
 from dashboard.views.pages import PendingFilters, PendingRowView
 from queue_core import bulk, selectors, services
 from queue_core.keys import (
-    MAX_NAME_LENGTH,
     RESERVED_PREFIX,
     CrossSlotName,
     stream_keys,
@@ -91,8 +91,9 @@ class ActionRequest:
 
 
 def _check_stream(stream: str) -> str:
-    if len(stream) > MAX_NAME_LENGTH:
-        raise BadRequest(f"stream name is longer than {MAX_NAME_LENGTH} characters")
+    problem = name_problem(stream)
+    if problem is not None:
+        raise BadRequest(f"that stream name cannot be used here ({problem})")
     if not stream_visible(stream, tuple(settings.ACKBOARD_STREAMS)):
         raise BadRequest(f"no stream {stream!r} here", status=404)
     try:
@@ -103,8 +104,9 @@ def _check_stream(stream: str) -> str:
 
 
 def _check_group(group: str) -> str:
-    if not group or len(group) > MAX_NAME_LENGTH:
-        raise BadRequest(f"group name must be 1 to {MAX_NAME_LENGTH} characters")
+    problem = name_problem(group)
+    if problem is not None:
+        raise BadRequest(f"that group name cannot be used here ({problem})")
     return group
 
 

@@ -34,6 +34,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard import failures as failure_index
 from dashboard import payloads
 from dashboard.connection import get_redis
+from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
 from queue_core import selectors
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
@@ -332,8 +333,9 @@ def dlq_context(*, client: redis.Redis, stream: str, before: str | None = None) 
 
 
 def _name(value: str, what: str) -> str:
-    if not value or len(value) > MAX_NAME_LENGTH or "\x00" in value:
-        raise BadRequest(f"That {what} name is not valid (1 to {MAX_NAME_LENGTH} characters).")
+    problem = name_problem(value)
+    if problem is not None:
+        raise BadRequest(f"That {what} name cannot be opened here ({problem}).")
     return value
 
 

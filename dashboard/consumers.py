@@ -44,8 +44,8 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from dashboard.broadcaster import Perms, Surface, get_broadcaster
-from dashboard.converters import NameConverter
-from queue_core.keys import MAX_NAME_LENGTH, stream_visible
+from dashboard.converters import NameConverter, name_problem
+from queue_core.keys import stream_visible
 from queue_core.services import entry_id_check
 
 log = logging.getLogger("ackboard.live")
@@ -165,9 +165,7 @@ def _name(raw: str | None) -> str | None:
     if raw is None:
         return None
     name = NameConverter().to_python(raw)
-    if not name or len(name) > MAX_NAME_LENGTH or "\x00" in name:
-        return None
-    return name
+    return None if name_problem(name) else name  # the pages' own rule
 
 
 class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is untyped

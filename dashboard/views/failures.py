@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import failures as failure_index
+from dashboard.converters import name_problem
 from dashboard.failures import SEARCH_BUDGET_MS, BadCursor, FailureFilter, FailurePage
 from dashboard.models import FailureRecord
 from dashboard.permissions import queues_view_required
@@ -76,8 +77,11 @@ class FailureRow:
 
 
 def _url(name: str, **kwargs: str) -> str | None:
-    # A malformed record may lack a group or a valid entry id: then it gets no link.
+    # A malformed record may lack a group or a valid entry id (reverse() refuses one), or
+    # name a stream or group no URL can carry: then it gets no link.
     if not all(kwargs.values()):
+        return None
+    if any(name_problem(kwargs[k]) for k in ("stream", "group") if k in kwargs):
         return None
     try:
         return reverse(name, kwargs=kwargs)

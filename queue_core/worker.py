@@ -85,6 +85,11 @@ _START_ID = re.compile(r"\A(\$|\d{1,20}(-\d{1,20})?)\Z")
 #: (~30 µs), short enough that acks stay prompt and lanes stay balanced.
 _CHUNK_BUDGET_S = 0.005
 _BACKOFF_BASE_S = 0.1
+#: A stop signal this soon after the stop request is that request delivered again, not a
+#: second one. Signalling a process group reaches ``uv run``'s child twice: directly, and
+#: forwarded by uv (SIGTERM at once; SIGINT 200 ms later when not on a terminal). 1 s is
+#: far above that delay and below any deliberate "stop now" a person or supervisor sends.
+SAME_STOP_S = 1.0
 
 
 class WorkerConfigError(ValueError):
@@ -567,8 +572,10 @@ class Worker:
     """Consume ``group`` of ``stream`` with ``handler`` under the ack contract.
 
     ``run()`` blocks until SIGTERM/SIGINT (or ``stop()``); ``run(drain=True)`` returns
-    once a read finds nothing new and everything taken has been settled. See the module
-    docstring for the cost model and the README for the guarantees.
+    once a read finds nothing new and everything taken has been settled. A stop signal
+    gives in-flight handlers ``grace_seconds``; only a second signal more than 1 s after
+    the first cuts that short (see ``_signal_stop``). See the module docstring for the
+    cost model and the README for the guarantees.
     """
 
     def __init__(
@@ -761,11 +768,27 @@ class Worker:
             return []
         installed: list[signal.Signals] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._request_stop)
+            loop.add_signal_handler(sig, self._signal_stop, sig)
             installed.append(sig)
         return installed
 
+    def _signal_stop(self, sig: signal.Signals) -> None:
+        """SIGTERM or SIGINT: the first starts a graceful stop with the full grace period.
+
+        Another one less than ``SAME_STOP_S`` (1 s) after the stop request is the same
+        request delivered twice (a process-group signal under ``uv run``) and is ignored.
+        One arriving later is a deliberate second request: stop waiting for handlers.
+        """
+        since = time.monotonic() - self._stop_at
+        if self._stopping and since < SAME_STOP_S:
+            log.info("%s %.0f ms after the stop request: taken as the same request; send it "
+                     "again after %.0f s to stop waiting for in-flight handlers",
+                     sig.name, since * 1000, SAME_STOP_S)  # fmt: skip
+            return
+        self._request_stop()
+
     def _request_stop(self) -> None:
+        """Stop reading; in-flight handlers get the grace period. Called again: stop waiting."""
         if self._stopping:
             log.warning("second stop request: not waiting for in-flight handlers")
             if self._force is not None and not self._force.done():
@@ -1348,6 +1371,7 @@ def _safe_url(url: str) -> str:
 
 
 __all__ = [
+    "SAME_STOP_S",
     "Handler",
     "Worker",
     "WorkerConfigError",

@@ -1,12 +1,17 @@
 """``manage.py queue_worker`` as a process: bad configuration, SIGTERM/SIGINT, SIGKILL.
 
 The worker runs with a DATABASE_URL that cannot be opened, which proves it needs no
-database. Handlers are in tests/integration/handlers.py.
+database. Handlers are in tests/integration/handlers.py. The process-group tests run it
+as it is deployed, ``uv run python manage.py queue_worker`` in its own session, and
+signal the whole group, as systemd (KillMode=control-group), supervisors and terminals
+do: the worker then gets each signal twice, once directly and once forwarded by uv.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +62,37 @@ def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
+def uv_binary() -> str:
+    """The uv that runs the project: ``uv run`` names itself in $UV, else uv on PATH."""
+    found = os.environ.get("UV") or shutil.which("uv")
+    if not found:
+        pytest.fail(
+            "uv is needed to test the worker as it is deployed (uv run python manage.py "
+            "queue_worker), and it is neither in $UV nor on PATH. Install it "
+            "(https://docs.astral.sh/uv/) or put ~/.local/bin on PATH, and run the suite "
+            "with `uv run pytest`.",
+            pytrace=False,
+        )
+    return found
+
+
+def start_worker_uv(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``uv run python manage.py queue_worker`` as the leader of its own process group.
+
+    ``--no-sync``: the test must not change the environment other runs use; it changes
+    nothing about how uv runs the command or forwards signals.
+    """
+    return subprocess.Popen(
+        [uv_binary(), "run", "--no-sync", "python", "manage.py", "queue_worker", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def run_worker(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "queue_worker", *args],
@@ -84,6 +120,9 @@ def proc_cleanup() -> Iterator[Callable[[subprocess.Popen[str]], subprocess.Pope
     yield track
     for proc in started:
         if proc.poll() is None:
+            # The whole group: under uv the worker is a child of the process we started.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.kill()
             proc.wait()
 
@@ -207,3 +246,94 @@ class QueueWorkerSignalTests:
         with running(survivor):
             wait_until(lambda: not pending_rows(r, stream), what="the survivor's ack")
         assert [(j.id, j.delivery_count) for j in jobs] == [(entry_id, 2)]
+
+
+class QueueWorkerProcessGroupTests:
+    """The worker under ``uv run``, its whole process group signalled."""
+
+    def test_sigterm_to_the_group_is_one_stop_request_with_the_full_grace(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        handler_log: Path,
+        proc_cleanup: Callable[[subprocess.Popen[str]], subprocess.Popen[str]],
+    ) -> None:
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        env = worker_env(redis_url, handler_log, ACKBOARD_TEST_SLEEP_S="2")
+        proc = proc_cleanup(start_worker_uv(
+            env, "--stream", stream, "--group", "g", "--handler", "tests.integration.handlers:slow",
+            "--consumer", "w-group", "--block-ms", "100", "--grace-seconds", "20",
+        ))  # fmt: skip
+        wait_until(lambda: log_lines(handler_log), timeout=30, what="the handler to start")
+
+        os.killpg(proc.pid, signal.SIGTERM)  # uv and the worker both get it
+        _, stderr = proc.communicate(timeout=30)
+
+        assert proc.returncode == 0, stderr
+        assert log_lines(handler_log) == [f"start {entry_id} 1", f"done {entry_id} 1"]
+        assert r.xpending(stream, "g")["pending"] == 0  # acked
+        assert "second stop request" not in stderr
+        assert "Traceback" not in stderr
+
+    def test_sigint_to_the_group_of_an_idle_worker_exits_0(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        handler_log: Path,
+        proc_cleanup: Callable[[subprocess.Popen[str]], subprocess.Popen[str]],
+    ) -> None:
+        # Nothing in flight: the worker stops at once, and uv's copy of the SIGINT
+        # (forwarded 200 ms later) lands while the process is already exiting.
+        make_group(r, stream, "g")
+        proc = proc_cleanup(start_worker_uv(
+            worker_env(redis_url, handler_log), "--stream", stream, "--group", "g",
+            "--handler", "tests.integration.handlers:quick", "--consumer", "w-idle",
+            "--block-ms", "100",
+        ))  # fmt: skip
+        # Its second connection is the first read's, opened after the signal handlers.
+        wait_until(
+            lambda: sum(c["name"] == "w-idle" for c in r.client_list()) >= 2,
+            timeout=30,
+            what="the worker to read",
+        )
+
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+
+        assert proc.returncode == 0, stderr
+        assert "second stop request" not in stderr
+        assert "Traceback" not in stderr
+
+    def test_a_second_sigint_well_after_the_first_stops_waiting(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        handler_log: Path,
+        proc_cleanup: Callable[[subprocess.Popen[str]], subprocess.Popen[str]],
+    ) -> None:
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        env = worker_env(redis_url, handler_log, ACKBOARD_TEST_SLEEP_S="60")
+        proc = proc_cleanup(start_worker_uv(
+            env, "--stream", stream, "--group", "g", "--handler", "tests.integration.handlers:slow",
+            "--consumer", "w-twice", "--block-ms", "100", "--grace-seconds", "60",
+        ))  # fmt: skip
+        wait_until(lambda: log_lines(handler_log), timeout=30, what="the handler to start")
+
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # a Ctrl-C: uv forwards it 200 ms later
+        time.sleep(2.0)
+        assert proc.poll() is None, "one Ctrl-C must wait for the handler"
+        os.killpg(proc.pid, signal.SIGINT)  # the second, deliberate one
+        _, stderr = proc.communicate(timeout=30)
+
+        assert proc.returncode == 0, stderr
+        assert time.monotonic() - started < 20  # did not wait for the 60 s handler
+        assert log_lines(handler_log) == [f"start {entry_id} 1"]
+        [row] = pending_rows(r, stream)  # not acked: it stays pending for another worker
+        assert row["message_id"].decode() == entry_id and row["consumer"] == b"w-twice"
+        assert "second stop request" in stderr

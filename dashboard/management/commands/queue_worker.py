@@ -5,19 +5,27 @@ never touches the database (workers need none) and never turns bad configuration
 traceback: an unknown or non-callable handler, an unreachable Redis or a stream name
 whose companions cannot share its cluster slot is one line on stderr and exit code 2.
 The connection comes from VALKEY_URL, then REDIS_URL, then redis://127.0.0.1:6379/0.
+
+SIGTERM or SIGINT stops it with the full grace period. A copy of that signal within 1 s
+(``uv run`` delivers a process-group signal twice) is the same request; only a later
+one stops waiting for in-flight handlers. Either way the exit status is 0.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import signal
 import sys
+import threading
+import time
 from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from queue_core.connection import redis_url
-from queue_core.worker import Worker, WorkerConfigError, handler_load
+from queue_core.worker import SAME_STOP_S, Worker, WorkerConfigError, handler_load
 
 #: Django's CommandError exit status for bad configuration.
 CONFIG_ERROR = 2
@@ -72,7 +80,10 @@ class Command(BaseCommand):
             "--grace-seconds",
             type=float,
             default=30.0,
-            help="On SIGTERM/SIGINT, how long in-flight handlers may finish (default 30).",
+            help=(
+                "On SIGTERM/SIGINT, how long in-flight handlers may finish (default 30). "
+                "A second signal more than 1 s after the first stops waiting."
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -95,6 +106,7 @@ class Command(BaseCommand):
                 grace_seconds=options["grace_seconds"],
             )
             worker.run()
+            _ignore_copies_of_the_stop_signal()
         except WorkerConfigError as exc:
             # One line, whatever the underlying error said.
             raise CommandError(" ".join(str(exc).split()), returncode=CONFIG_ERROR) from exc
@@ -110,3 +122,30 @@ class Command(BaseCommand):
                 logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
             )
             logger.addHandler(handler)
+
+
+def _ignore_copies_of_the_stop_signal() -> None:
+    """The worker has stopped; the process only exits from here. Keep that exit clean.
+
+    A copy of the stop signal can still be on its way: ``uv run`` forwards a process-group
+    SIGINT 200 ms after the worker got it directly. In interpreter teardown (about half a
+    second with Django loaded) Python's own handlers are gone, so it would kill a clean
+    exit with status 130. Until the atexit callbacks run, a stop signal within
+    SAME_STOP_S is ignored and a later one still ends a wait on threads a handler left
+    running; from atexit on, nothing is left to interrupt and both signals are ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # the worker installed no signal handlers either (call_command in a thread)
+    stopped_at = time.monotonic()
+
+    def late_signal(signum: int, frame: object) -> None:
+        if time.monotonic() - stopped_at >= SAME_STOP_S:
+            raise SystemExit(128 + signum)
+
+    def ignore() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, late_signal)
+    atexit.register(ignore)

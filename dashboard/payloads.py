@@ -1,25 +1,54 @@
 """Payload rendering: stream entry fields as text that is safe to show and pleasant to read.
 
 Owns how field bytes become display text: UTF-8 when it decodes, an escaped form of
-the bytes otherwise (control characters escaped too, so a terminal escape or a NUL in
-a payload cannot confuse the page), JSON pretty-printed, long values cut with the full
-value behind an expander, and fields whose names match
-``settings.ACKBOARD_REDACT_PATTERN`` redacted (also inside JSON objects).
+the bytes otherwise (control characters and lone surrogates escaped too, so a terminal
+escape, a NUL or an unencodable character in a payload cannot confuse or break the
+page), JSON pretty-printed, long values cut with the full value behind an expander, and
+fields whose names match ``settings.ACKBOARD_REDACT_PATTERN`` redacted (also inside JSON
+objects, and inside JSON carried in JSON strings).
+
+Decoding is bounded, because one hostile value must cost only its own row:
+
+- **size**: JSON is parsed only up to ``PRETTY_JSON_BYTES`` (``PREVIEW_JSON_BYTES`` for
+  table previews), other text decoded only as far as it can be shown;
+- **depth**: JSON nested deeper than ``MAX_DEPTH`` is not parsed (a linear scan decides,
+  before the recursive parser runs), so nothing recurses without bound;
+- **numbers**: a number literal longer than ``MAX_NUMBER_DIGITS`` or out of float range
+  is not parsed (int parsing is quadratic, and 1e999 would show as Infinity).
+
+A refused or invalid document is shown as escaped text with a short note saying why.
+
+Redaction fails closed. JSON is found after a byte order mark, leading whitespace, in
+UTF-16/32, and with invalid bytes (kept as ``\\xNN``). A value that looks like a JSON
+document but is not parsed (invalid, or refused by a bound) is masked whole if a
+redacted key name appears anywhere in it; any text is masked whole if it holds a quoted
+key matching the pattern followed by ``:`` or ``=``. Both checks also look through
+``\\u``/``\\x`` escapes, %-encoding, HTML entities, NUL padding and NFKC look-alikes.
+Redaction always happens before a value is cut, so previews cannot leak either.
 
 It returns plain strings for Django's autoescaping and never produces HTML itself:
 templates must never mark payload text ``|safe``.
+
+Cost: linear in the bytes decoded; the worst JSON value (2 MB) takes about 0.1 s.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import logging
+import math
 import re
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 from django.conf import settings
+
+log = logging.getLogger("ackboard.payloads")
 
 #: Characters of a value shown before the rest hides behind "show all".
 SHOWN_CHARS = 2_000
@@ -37,10 +66,60 @@ PRETTY_JSON_BYTES = 2 * 1024 * 1024
 #: Bytes of a non-JSON value that are decoded: enough for ``MAX_CHARS`` characters even
 #: when every byte becomes a 4-character ``\xNN`` escape, so a 50 MB value costs no more.
 DECODE_BYTES = (MAX_CHARS + 1) * 4
+#: Deepest JSON nesting that is parsed (objects and arrays, counted together, including
+#: JSON inside JSON strings). Python's parser recurses once per level.
+MAX_DEPTH = 64
+#: JSON documents inside JSON strings parsed per value (only strings that look like JSON
+#: and name a redacted key are); past this, such strings are masked whole.
+MAX_INNER_DOCUMENTS = 100
+#: Longest number literal that is parsed: below Python's own 4300-digit guard, which a
+#: process may have lifted (``sys.set_int_max_str_digits``), and int() is quadratic.
+MAX_NUMBER_DIGITS = 4000
 REDACTED = "•••• redacted"
+#: The note of a value whose decoding failed in a way nothing here expected (a bug): it
+#: is withheld, not shown, and the fuzz tests assert this never happens.
+UNDECODABLE = "withheld: this value could not be decoded"
 
-# C0/C1 controls and DEL, except tab and newline, which read fine in <pre>.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 controls and DEL (except tab and newline, which read fine in <pre>), lone
+# surrogates (an HTTP response cannot encode them) and the invisible BOM.
+_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufeff]")
+# What may precede a JSON document: ASCII whitespace runs, between UTF-8 BOMs and no-break
+# spaces (skipped a few at a time, so a long run costs one C-speed scan).
+_WHITESPACE = re.compile(rb"[ \t\n\r\f\v]*")
+_LEAD_MARKS = (b"\xef\xbb\xbf", b"\xc2\xa0")
+_PAD = " \t\n\r\f\v\xa0\ufeff"
+# The start of a JSON document: an object, an array that starts like one (so "[INFO] …"
+# is text), or a JSON string that holds one (double-encoded JSON).
+_JSON_START = re.compile(
+    r"""\{|\[\s*(?:[\[{"'\]\-0-9]|true\b|false\b|null\b|NaN\b|-?Infinity\b)|"\s*[\[{]"""
+)
+# A JSON string, or an unterminated one up to the end: every match succeeds, so no
+# quote is scanned from twice (an unterminated string would make that quadratic).
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
+# A number that needs the checked parse: maybe out of float range, maybe too long.
+# Both start only where a run starts, so a long run is scanned once, not once per digit.
+_LONG_DIGITS = re.compile(r"(?<!\d)\d{309}")
+_BIG_EXPONENT = re.compile(r"[eE][+-]?\d{3}")
+_DEEP_RUN = re.compile(r"(?<![\[{])[\[{]{" + str(MAX_DEPTH + 1) + "}")
+# What a JSON string that holds a JSON document can start with.
+_JSON_FIRST = frozenset('{["' + _PAD)
+# Text that may hide a key behind an escape, an encoding or a look-alike character.
+_ENCODED = re.compile("[\\\\%&\x00]|[^\x00-\x7f]")
+# Text that may hold a quoted key, plainly or behind an escape.
+_MAYBE_QUOTED = re.compile("[\"'\\\\%&\x00]|[^\x00-\x7f]")
+# A quoted key followed by ":" or "=": JSON, a Python dict repr, YAML/INI with quotes.
+_QUOTED_KEY = re.compile(r"""(["'])([^"'\r\n]{1,256})\1\s*[:=]""")
+# Key-like tokens, for patterns anchored to a whole name (``^card$``).
+_TOKEN = re.compile(r"""[^\s"'{}\[\]:,=&;<>()]{1,256}|"([^"\r\n]{1,256})"|'([^'\r\n]{1,256})'""")
+# Escapes that spell a character by its code (``\\u0070``).
+_CODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-F]{8}))")
+_PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
+
+
+class _Refused(ValueError):
+    """Parsing stopped by a bound; the message is the reason shown in the note."""
 
 
 @lru_cache(maxsize=8)
@@ -48,13 +127,23 @@ def _redact_re(pattern: str) -> re.Pattern[str] | None:
     return re.compile(pattern, re.IGNORECASE) if pattern else None
 
 
+def _pattern() -> re.Pattern[str] | None:
+    return _redact_re(getattr(settings, "ACKBOARD_REDACT_PATTERN", ""))
+
+
 def _redacts(name: str) -> bool:
-    regex = _redact_re(getattr(settings, "ACKBOARD_REDACT_PATTERN", ""))
+    regex = _pattern()
     return bool(regex and regex.search(name))
 
 
-def _escape_controls(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def _escape_unshowable(text: str) -> str:
+    def escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        if 0xDC80 <= code <= 0xDCFF:  # an invalid byte, kept by "surrogateescape"
+            return f"\\x{code - 0xDC00:02x}"
+        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+    return _UNSHOWABLE.sub(escape, text)
 
 
 def bytes_text(raw: bytes, *, limit: int | None = None) -> tuple[str, bool]:
@@ -66,38 +155,340 @@ def bytes_text(raw: bytes, *, limit: int | None = None) -> tuple[str, bool]:
     """
     head = raw if limit is None or len(raw) <= limit else raw[:limit]
     try:
-        return _escape_controls(head.decode("utf-8")), False
+        return _escape_unshowable(head.decode("utf-8")), False
     except UnicodeDecodeError as exc:
         if len(head) < len(raw) and exc.reason == "unexpected end of data":
             try:
-                return _escape_controls(head[: exc.start].decode("utf-8")), False
+                return _escape_unshowable(head[: exc.start].decode("utf-8")), False
             except UnicodeDecodeError:
                 pass
         text = head.decode("ascii", "backslashreplace")
-        return _escape_controls(text), True
+        return _escape_unshowable(text), True
 
 
-def _redact_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if isinstance(k, str) and _redacts(k) else _redact_json(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_redact_json(v) for v in value]
+# --- secrets in text that is not parsed --------------------------------------------------
+
+
+def _unescape(text: str) -> str:
+    """``text`` with code escapes spelled out and other backslashes dropped (close enough
+    to find a key name in JSON, Python or C escapes, at C speed for most of it)."""
+    if "\\" not in text:
+        return text
+
+    def spell(match: re.Match[str]) -> str:
+        value = int(match.group(1) or match.group(2) or match.group(3), 16)
+        return chr(value) if value <= 0x10FFFF else ""
+
+    return _CODE_ESCAPE.sub(spell, text).replace("\\", "")
+
+
+def _unpercent(text: str) -> str:
+    """``text`` with %-encoded runs decoded as UTF-8 (one call per run, not per byte)."""
+    if "%" not in text:
+        return text
+    return _PERCENT_RUN.sub(
+        lambda m: bytes.fromhex(m.group().replace("%", "")).decode("utf-8", "replace"), text
+    )
+
+
+def _forms(text: str) -> Iterator[str]:
+    """``text``, then the same with escapes and encodings undone, a layer per round."""
+    yield text
+    if _ENCODED.search(text) is None:
+        return
+    seen = {text}
+    form = text
+    for _ in range(3):
+        form = _unpercent(_unescape(form.replace("\x00", "")))
+        if "&" in form:
+            form = html.unescape(form)
+        if not form.isascii():
+            form = unicodedata.normalize("NFKC", form)
+        if form in seen:
+            return
+        seen.add(form)
+        yield form
+
+
+@lru_cache(maxsize=8)
+def _anchored(pattern: str) -> bool:
+    """Whether ``pattern`` can match a whole key but not inside a longer text (``^card$``):
+    then the words of a text are tried one by one, which costs more."""
+    return any(mark in pattern for mark in ("^", "$", "\\A", "\\Z", "\\b", "\\B", "(?"))
+
+
+def _names_secret(text: str, *, anywhere: bool, regex: re.Pattern[str] | None) -> bool:
+    """Whether a redacted key name (``regex``) appears in ``text``: ``anywhere``, or as a
+    quoted key. Used on text that is shown unparsed, to fail closed.
+    """
+    if regex is None:
+        return False
+    if not anywhere and _MAYBE_QUOTED.search(text) is None:
+        return False  # the common case, one scan: no quote, escape or encoding at all
+    for form in _forms(text):
+        if anywhere:
+            if regex.search(form):
+                return True
+            if _anchored(regex.pattern) and any(
+                regex.search(token)
+                for token in {m.group(2) or m.group(1) or m.group() for m in _TOKEN.finditer(form)}
+            ):
+                return True
+        elif any(regex.search(m.group(2)) for m in _QUOTED_KEY.finditer(form)):
+            return True
+    return False
+
+
+# --- JSON, bounded -----------------------------------------------------------------------
+
+
+def _scan(text: str) -> tuple[int, bool]:
+    """How deep ``text``'s objects and arrays nest, and whether it has a number that needs
+    the checked (slower) parse: one linear pass over what is outside strings."""
+    outside = _JSON_STRING.sub("", text)
+    brackets = _NOT_BRACKET.sub("", outside)
+    if _DEEP_RUN.search(brackets):  # the usual hostile shape, found without counting
+        return MAX_DEPTH + 1, False
+    depth = max(accumulate(map(_NESTING.__getitem__, brackets)), default=0)
+    big = _LONG_DIGITS.search(outside) or _BIG_EXPONENT.search(outside)
+    return depth, big is not None
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal) > MAX_NUMBER_DIGITS:
+        raise _Refused(f"a number longer than {MAX_NUMBER_DIGITS} digits")
+    return int(literal)
+
+
+def _parse_float(literal: str) -> float:
+    if len(literal) > MAX_NUMBER_DIGITS:
+        raise _Refused(f"a number longer than {MAX_NUMBER_DIGITS} digits")
+    value = float(literal)
+    if math.isinf(value):
+        raise _Refused("a number out of range")
     return value
 
 
-def _json_pretty(text: str) -> str | None:
-    """Indented JSON when ``text`` is a JSON object or array, else None."""
-    stripped = text.lstrip()
-    if not stripped.startswith(("{", "[")):
+def _parse(text: str, *, depth: int) -> Any:
+    """``text`` as JSON, refusing what is deeper than ``MAX_DEPTH`` from ``depth``.
+
+    Raises ValueError (``_Refused`` for a bound, with the reason).
+    """
+    nesting, big_numbers = _scan(text)
+    if depth + nesting > MAX_DEPTH:
+        raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        # strict=False: raw newlines inside strings (a common producer slip) still parse.
+        if big_numbers:  # Python-level hooks per number are slow: only when needed
+            return json.loads(text, strict=False, parse_int=_parse_int, parse_float=_parse_float)
+        return json.loads(text, strict=False)
+    except RecursionError as exc:  # unreachable after the scan; kept so it can never 500
+        raise _Refused(f"nested deeper than {MAX_DEPTH} levels") from exc
+
+
+def _looks_like_json(text: str) -> bool:
+    return _JSON_START.match(text.lstrip(_PAD)) is not None
+
+
+class _Redactor:
+    """Masks the secrets of one parsed value; ``hit`` says whether it masked any.
+
+    JSON inside a JSON string is parsed in turn, at most ``MAX_INNER_DOCUMENTS`` times per
+    value; past that, such a string is masked whole rather than parsed (a value of 100k
+    tiny documents must not cost 100k parses).
+    """
+
+    def __init__(self, regex: re.Pattern[str] | None) -> None:
+        self.regex = regex
+        self.hit = False
+        self.inner_left = MAX_INNER_DOCUMENTS
+
+    def value(self, value: Any, depth: int) -> Any:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                shown_key = self.string(key, depth + 1)
+                if self.regex is not None and self.regex.search(key):
+                    self.hit = True
+                    out[shown_key] = REDACTED
+                elif isinstance(item, dict | list | str):
+                    out[shown_key] = self.value(item, depth + 1)
+                else:
+                    out[shown_key] = item
+            return out
+        if isinstance(value, list):
+            return [
+                self.value(item, depth + 1) if isinstance(item, dict | list | str) else item
+                for item in value
+            ]
+        if isinstance(value, str):
+            return self.string(value, depth)
+        return value
+
+    def string(self, text: str, depth: int) -> str:
+        """A JSON string with its secrets masked: JSON inside it is parsed and redacted
+        (or masked whole if it cannot be); other text with a quoted secret key is masked."""
+        if text[:1] in _JSON_FIRST and _looks_like_json(text):
+            if not _names_secret(text, anywhere=True, regex=self.regex):
+                return text
+            if self.inner_left <= 0:
+                self.hit = True
+                return REDACTED
+            self.inner_left -= 1
+            inner = _Redactor(self.regex)
+            inner.inner_left = self.inner_left  # the budget is shared by every level
+            try:
+                value = inner.value(_parse(text.strip(_PAD), depth=depth), depth)
+            except ValueError:
+                self.hit = True
+                return REDACTED
+            finally:
+                self.inner_left = inner.inner_left
+            if not inner.hit:
+                return text  # it only mentions the name (as a value): shown as written
+            self.hit = True
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        if _names_secret(text, anywhere=False, regex=self.regex):
+            self.hit = True
+            return REDACTED
+        return text
+
+
+# --- one value ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    """A value as display text (escaped, not yet cut) and what happened to it."""
+
+    text: str
+    binary: bool = False
+    is_json: bool = False
+    redacted: bool = False
+    note: str = ""
+
+
+def _lead_end(value: bytes, *, limit: int) -> int:
+    """Where ``value`` starts after whitespace, BOMs and no-break spaces (a few of those),
+    looking no further than ``limit`` bytes."""
+    end = 0
+    for _ in range(16):
+        match = _WHITESPACE.match(value, end, limit)
+        end = match.end() if match else end
+        mark = next((m for m in _LEAD_MARKS if value.startswith(m, end)), None)
+        if mark is None:
+            break
+        end += len(mark)
+    return end
+
+
+def _wide_json(value: bytes) -> tuple[str, str] | None:
+    """``value`` as UTF-16 or UTF-32 JSON (text, encoding), when it is that."""
+    encoding = json.detect_encoding(value[:4])
+    if encoding in ("utf-8", "utf-8-sig"):
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        text = value.decode(encoding)
+    except UnicodeDecodeError:
         return None
-    return json.dumps(_redact_json(value), indent=2, ensure_ascii=False)
+    if not _looks_like_json(text):
+        return None
+    return text, {"utf-16": "UTF-16", "utf-32": "UTF-32"}.get(encoding, encoding.upper())
+
+
+def _decode(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
+    regex = _pattern()
+    # Past either limit, only whitespace would be shown anyway.
+    start = _lead_end(value, limit=max(json_bytes, text_bytes))
+    wide = _wide_json(value) if len(value) <= json_bytes else None
+    head = value[start : start + 64].decode("utf-8", "replace")
+    if wide is None and not _looks_like_json(head):
+        return _decode_text(value, text_bytes=text_bytes)
+    if len(value) > json_bytes:
+        # Its nested secrets could only be redacted by parsing it: withheld whole.
+        return _Decoded(
+            text=f"(JSON-like, {len(value)} bytes: too large to show redacted)",
+            redacted=True,
+        )
+    notes = []
+    binary = False
+    if wide is not None:
+        text, encoding = wide
+        notes.append(f"decoded as {encoding}")
+    else:
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            # A Latin-1 producer's one bad byte: parse around it, show it as \xNN.
+            text, binary = value.decode("utf-8", "surrogateescape"), True
+        if b"\xef\xbb\xbf" in value[:start]:
+            notes.append("starts with a byte order mark")
+    try:
+        parsed = _parse(text.strip(_PAD), depth=0)
+    except ValueError as exc:
+        reason = str(exc) if isinstance(exc, _Refused) else "not valid JSON"
+        if _names_secret(text, anywhere=True, regex=regex):
+            return _masked(value, binary, f"{reason}, and it names a redacted key")
+        if isinstance(exc, _Refused):
+            notes.insert(0, f"shown as text: {reason}")
+        return _Decoded(_escape_unshowable(text), binary=binary, note="; ".join(notes))
+    redactor = _Redactor(regex)
+    # Nothing to walk (100k+ Python calls for a big value) if no name matches anywhere.
+    named = _names_secret(text, anywhere=True, regex=regex)
+    shown = redactor.value(parsed, 0) if named else parsed
+    if isinstance(shown, str):  # a JSON string: shown as written unless it held secrets
+        out = json.dumps(shown, ensure_ascii=False) if redactor.hit else text
+        return _Decoded(_escape_unshowable(out), binary=binary, redacted=redactor.hit)
+    return _Decoded(
+        _escape_unshowable(_json_text(shown, pretty=pretty)),
+        binary=binary,
+        is_json=True,
+        redacted=redactor.hit,
+        note="; ".join(notes),
+    )
+
+
+def _json_text(value: Any, *, pretty: bool) -> str:
+    """``value`` as JSON text, indented or compact. Indented text is encoded only up to
+    just past ``MAX_CHARS`` (the most ever shown), because Python's indenting encoder is
+    slow (~0.4 s for 2 MB); compact text comes from the fast C encoder whole."""
+    if not pretty:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    chunks: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder(ensure_ascii=False, indent=2).iterencode(value):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_CHARS:
+            break
+    return "".join(chunks)
+
+
+def _masked(value: bytes, binary: bool, why: str) -> _Decoded:
+    return _Decoded(
+        text=f"{REDACTED} ({len(value)} bytes)",
+        binary=binary,
+        redacted=True,
+        note=f"redacted whole: {why}",
+    )
+
+
+def _decode_text(value: bytes, *, text_bytes: int) -> _Decoded:
+    """A value that is not JSON, decoded as far as it can be shown."""
+    text, binary = bytes_text(value, limit=text_bytes)
+    raw = value[:text_bytes].decode("utf-8", "surrogateescape")
+    if _names_secret(raw, anywhere=False, regex=_pattern()):
+        return _masked(value, binary, "it holds a quoted key that is redacted")
+    return _Decoded(text, binary=binary)
+
+
+def _decode_safely(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
+    """``_decode``, with a last line of defence: one value never breaks its page."""
+    try:
+        return _decode(value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
+    except Exception as exc:  # a bug here must cost one value, not the page
+        log.warning("payload withheld: decoding raised %s", type(exc).__name__)
+        return _Decoded(text=UNDECODABLE, redacted=True, note=UNDECODABLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +496,8 @@ class FieldView:
     """One field, ready for a template (every string is escaped there).
 
     ``shown`` is the visible part; ``full`` is set only when the value was cut, and
-    holds up to ``MAX_CHARS`` characters for the expander; ``size`` is in bytes.
+    holds up to ``MAX_CHARS`` characters for the expander; ``size`` is in bytes;
+    ``note`` says why a value is shown as text, masked whole or decoded unusually.
     """
 
     name: str
@@ -117,6 +509,7 @@ class FieldView:
     is_json: bool
     redacted: bool
     clipped: bool
+    note: str = ""
 
     @property
     def truncated(self) -> bool:
@@ -138,25 +531,10 @@ def field_view(name: bytes, value: bytes, *, shown_chars: int = SHOWN_CHARS) -> 
             redacted=True,
             clipped=False,
         )
-    json_like = value[:1024].lstrip()[:1] in (b"{", b"[")
-    if json_like and len(value) > PRETTY_JSON_BYTES:
-        return FieldView(
-            name=name_text,
-            shown=f"(JSON-like, {len(value)} bytes: too large to show with its secrets redacted)",
-            full=None,
-            size=len(value),
-            binary=False,
-            name_binary=name_binary,
-            is_json=False,
-            redacted=True,
-            clipped=True,
-        )
-    # JSON is decoded whole (it is at most PRETTY_JSON_BYTES) so that it parses and its
-    # nested secrets are redacted; anything else only as far as it can be shown.
-    text, binary = bytes_text(value, limit=None if json_like else DECODE_BYTES)
-    pretty = None if binary or not json_like else _json_pretty(text)
-    if pretty is not None:
-        text = pretty
+    decoded = _decode_safely(
+        value, pretty=True, json_bytes=PRETTY_JSON_BYTES, text_bytes=DECODE_BYTES
+    )
+    text = decoded.text
     clipped = len(text) > MAX_CHARS
     if clipped:
         text = text[:MAX_CHARS]
@@ -166,11 +544,12 @@ def field_view(name: bytes, value: bytes, *, shown_chars: int = SHOWN_CHARS) -> 
         shown=text[:shown_chars] if cut else text,
         full=text if cut else None,
         size=len(value),
-        binary=binary,
+        binary=decoded.binary,
         name_binary=name_binary,
-        is_json=pretty is not None,
-        redacted=pretty is not None and REDACTED in pretty,
+        is_json=decoded.is_json,
+        redacted=decoded.redacted,
         clipped=clipped,
+        note=decoded.note,
     )
 
 
@@ -182,7 +561,8 @@ def fields_view(fields: Iterable[tuple[bytes, bytes]]) -> list[FieldView]:
 def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS) -> str:
     """A one-line summary of an entry for table rows: ``name=value name=value …``.
 
-    Redaction and escaping apply as on the entry page; JSON is shown compact.
+    Redaction and escaping apply as on the entry page, before the line is cut; JSON is
+    shown compact.
     """
     parts: list[str] = []
     length = 0
@@ -190,16 +570,11 @@ def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS
         name_text, _ = bytes_text(name)
         if _redacts(name_text):
             shown = REDACTED
-        elif value.lstrip()[:1] in (b"{", b"[") and len(value) <= PREVIEW_JSON_BYTES:
-            # Parsed whole, so keys inside the JSON are redacted in the preview too.
-            text, binary = bytes_text(value)
-            compact = None if binary else _json_compact(text)
-            shown = compact if compact is not None else text
-        elif value.lstrip()[:1] in (b"{", b"["):
-            shown = f"(JSON-like, {len(value)} bytes)"
         else:
-            # Only the start of a huge value is decoded: a preview never costs more.
-            shown, _binary = bytes_text(value, limit=chars * 4)
+            decoded = _decode_safely(
+                value, pretty=False, json_bytes=PREVIEW_JSON_BYTES, text_bytes=chars * 4
+            )
+            shown = decoded.text
         part = f"{name_text}={shown}".replace("\n", " ")
         parts.append(part)
         length += len(part) + 1
@@ -207,13 +582,3 @@ def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS
             break
     line = " ".join(parts)
     return line if len(line) <= chars else line[: chars - 1] + "…"
-
-
-def _json_compact(text: str) -> str | None:
-    if not text.lstrip().startswith(("{", "[")):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return json.dumps(_redact_json(value), ensure_ascii=False, separators=(",", ":"))

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import pytest
+import redis
 from django.template.loader import render_to_string
+from django.test import Client
+from django.urls import reverse
 
 from dashboard import payloads
 from dashboard.templatetags.ackboard import copy_button, duration_span, human_ms
+from queue_core import services
+from tests.factories import add_entries, make_group
 
 
 class BytesTextTests:
@@ -104,3 +111,206 @@ class DurationTests:
     def test_copy_button_escapes(self) -> None:
         html = str(copy_button('a"<b>'))
         assert 'data-copy="a&quot;&lt;b&gt;"' in html
+
+
+# --- hostile payloads (issue 8, defects 4 and 5) ----------------------------------------
+
+DEEP = b"[" * 5000 + b"]" * 5000
+DEEP_OBJECT = b'{"a":' * 800 + b"1" + b"}" * 800
+HUGE_INT = b'{"n": ' + b"9" * 100_000 + b"}"
+
+
+def _rendered(views: list[payloads.FieldView]) -> str:
+    """The entry-page HTML of ``views``: what a browser receives."""
+    return render_to_string("dashboard/_fields.html", {"fields": views})
+
+
+class HostileShapeTests:
+    """Every shape decodes without raising, as escaped text with a short note."""
+
+    def test_deep_nesting_is_text_with_a_note(self) -> None:
+        for value in (DEEP, DEEP_OBJECT, b"[" * 100_000):
+            view = payloads.field_view(b"payload", value)
+            assert not view.is_json
+            assert view.note == "shown as text: nested deeper than 64 levels"
+            assert view.shown.startswith("[[[[" if value[:1] == b"[" else '{"a":{"a":')
+            assert payloads.preview([(b"payload", value)]).startswith("payload=")
+            assert "nested deeper than 64 levels" in _rendered([view])
+
+    def test_depth_bound_is_exact(self) -> None:
+        at_bound = b"[" * payloads.MAX_DEPTH + b"]" * payloads.MAX_DEPTH
+        assert payloads.field_view(b"p", at_bound).is_json
+        over = b"[" * (payloads.MAX_DEPTH + 1) + b"]" * (payloads.MAX_DEPTH + 1)
+        assert not payloads.field_view(b"p", over).is_json
+        # Brackets inside strings are not nesting.
+        in_string = b'["' + b"[" * 1000 + b'"]'
+        assert payloads.field_view(b"p", in_string).is_json
+
+    def test_huge_numbers_are_text_with_a_note(self) -> None:
+        view = payloads.field_view(b"payload", HUGE_INT)
+        assert not view.is_json
+        assert view.note == "shown as text: a number longer than 4000 digits"
+        out_of_range = payloads.field_view(b"payload", b'{"n": 1e999}')
+        assert out_of_range.note == "shown as text: a number out of range"
+        assert payloads.preview([(b"payload", HUGE_INT)]).startswith('payload={"n": 999')
+
+    def test_nan_and_infinity_are_shown_as_written(self) -> None:
+        view = payloads.field_view(b"payload", b'{"a": NaN, "b": -Infinity}')
+        assert view.is_json and view.shown == '{\n  "a": NaN,\n  "b": -Infinity\n}'
+
+    def test_lone_surrogate_escapes_stay_encodable(self) -> None:
+        view = payloads.field_view(b"payload", b'{"a": "\\ud800x"}')
+        html = _rendered([view])
+        html.encode("utf-8")  # a lone surrogate here would make the response a 500
+        assert "\\ud800x" in view.shown
+        assert payloads.preview([(b"p", b'["\\udfff"]')]).encode("utf-8")
+
+    def test_html_in_keys_and_values_is_escaped(self) -> None:
+        value = b'{"<img src=x onerror=alert(1)>": "<script>alert(2)</script>"}'
+        html = _rendered(payloads.fields_view([(b"<b>p</b>", value)]))
+        assert "<img" not in html and "<script" not in html and "<b>" not in html
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+    def test_json_with_invalid_bytes_is_still_parsed(self) -> None:
+        view = payloads.field_view(b"payload", b'{"name": "Jos\xe9"}')
+        assert view.is_json and view.binary
+        assert view.shown == '{\n  "name": "Jos\\xe9"\n}'
+
+    def test_bom_and_leading_whitespace_are_skipped(self) -> None:
+        for value in (b'\xef\xbb\xbf{"a": 1}', b" " * 5000 + b'{"a": 1}', b'\n\t {"a": 1}'):
+            view = payloads.field_view(b"payload", value)
+            assert view.is_json and view.shown == '{\n  "a": 1\n}', value[:10]
+
+    def test_utf16_json_is_decoded(self) -> None:
+        for value in ('{"a": "ü"}'.encode("utf-16"), '{"a": "ü"}'.encode("utf-16-le")):
+            view = payloads.field_view(b"payload", value)
+            assert view.is_json and view.shown == '{\n  "a": "ü"\n}'
+
+
+MARK = "ZQ7MARKER"
+
+
+class FailClosedRedactionTests:
+    """A secret is never shown because of how its JSON was encoded."""
+
+    SECRET_DOCS = (
+        b'\xef\xbb\xbf{"user": "ann", "password": "' + MARK.encode() + b'"}',
+        b'{"user": "Jos\xe9", "password": "' + MARK.encode() + b'"}',
+        b" " * 3000 + b'{"password": "' + MARK.encode() + b'"}',
+        ('{"password": "' + MARK + '"}').encode("utf-16"),
+        ('{"password": "' + MARK + '"}').encode("utf-16-le"),
+        b'{"password": "' + MARK.encode() + b'", "cut": ',  # not valid JSON
+        b'{"pass\\u0077ord": "' + MARK.encode() + b'", ',  # invalid, escaped key
+        b'{"n": ' + b"9" * 100_000 + b', "token": "' + MARK.encode() + b'"}',
+        b"[" * 200 + b'{"secret": "' + MARK.encode() + b'"}' + b"]" * 200,
+        b'{"payload": "{\\"api_key\\": \\"' + MARK.encode() + b'\\"}"}',  # JSON in a string
+        b'"{\\"token\\": \\"' + MARK.encode() + b'\\"}"',  # a JSON string of JSON
+        b'{"payload": "{\\"api_key\\": \\"' + MARK.encode() + b'\\""}',  # invalid inner
+    )
+
+    def test_entry_page_never_shows_the_secret(self) -> None:
+        for value in self.SECRET_DOCS:
+            view = payloads.field_view(b"payload", value)
+            assert MARK not in view.shown and MARK not in (view.full or ""), value[:60]
+            assert view.redacted, value[:60]
+            assert MARK not in _rendered([view])
+
+    def test_previews_never_show_the_secret(self) -> None:
+        for value in self.SECRET_DOCS:
+            for chars in (20, payloads.PREVIEW_CHARS, 10_000):
+                line = payloads.preview([(b"payload", value)], chars=chars)
+                assert MARK not in line, value[:60]
+
+    def test_unparsable_without_a_redacted_key_is_shown(self) -> None:
+        view = payloads.field_view(b"payload", b'{"user": "ann", "cut": ')
+        assert view.shown == '{"user": "ann", "cut": ' and not view.redacted
+
+    def test_inner_json_keeps_its_other_values(self) -> None:
+        view = payloads.field_view(
+            b"payload", b'{"payload": "{\\"user\\": \\"ann\\", \\"token\\": \\"t\\"}"}'
+        )
+        assert view.is_json and "ann" in view.shown and '\\"t\\"' not in view.shown
+
+
+@pytest.fixture
+def operator(client: Client, django_user_model: Any, settings: Any, redis_url: str, prefix: str) -> Client:
+    """A superuser (every button shown) on pages that list only this test's streams."""
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+    client.force_login(django_user_model.objects.create_superuser("op", password="pw"))
+    return client
+
+
+HOSTILE_FIELDS: dict[str, bytes] = {
+    "deep": DEEP,
+    "deep_object": DEEP_OBJECT,
+    "huge_int": HUGE_INT,
+    "huge": b"x" * 3_000_000,
+    "huge_json": b'{"a": "' + b"y" * 3_000_000 + b'"}',
+    "binary": b"\xff\xfe\x00\x1b[31m\x80",
+    "html": b'<img src=x onerror="window.__pwned=1"><script>alert(1)</script>',
+    "nan": b'{"a": NaN, "b": Infinity}',
+    "surrogate": b'{"a": "\\ud800"}',
+    "in_string": b'{"payload": "{\\"token\\": \\"' + MARK.encode() + b'\\"}"}',
+}
+
+
+@pytest.mark.django_db
+class HostilePageTests:
+    """One hostile payload costs only its own row: every page answers 200 with its buttons."""
+
+    def _seed(self, r: redis.Redis, stream: str, values: list[bytes]) -> list[str]:
+        make_group(r, stream, "g")
+        ids = [r.xadd(stream, {"payload": v, "n": b"1"}).decode() for v in values]
+        r.xreadgroup("g", "c", {stream: ">"})
+        # The first one is dead-lettered too, so the DLQ page shows it beside the others.
+        for entry_id in ids[:1]:
+            services.entry_dead_letter(
+                client=r, stream=stream, group="g", entry_id=entry_id, reason="poison"
+            )
+        return ids
+
+    def _pages(self, stream: str, entry_id: str) -> list[str]:
+        return [
+            reverse("dashboard:stream-detail", args=[stream]),
+            reverse("dashboard:group-detail", args=[stream, "g"]),
+            reverse("dashboard:entry-detail", args=[stream, entry_id]),
+            reverse("dashboard:dlq", args=[stream]),
+        ]
+
+    @pytest.mark.parametrize("shape", sorted(HOSTILE_FIELDS))
+    def test_every_page_renders_beside_a_hostile_entry(
+        self, operator: Client, r: redis.Redis, prefix: str, shape: str
+    ) -> None:
+        stream = f"{prefix}{shape}"
+        first, _ = self._seed(r, stream, [HOSTILE_FIELDS[shape], b'{"ok": 1}'])
+        for url in self._pages(stream, first):
+            response = operator.get(url)
+            assert response.status_code == 200, url
+            html = response.content.decode()
+            assert MARK not in html, url
+            assert "<script>alert(1)" not in html and "<img src=x" not in html, url
+        dlq = operator.get(reverse("dashboard:dlq", args=[stream])).content.decode()
+        assert re.search(r"<button[^>]*>Replay</button>", dlq)
+        assert re.search(r"<button[^>]*>Delete</button>", dlq)
+        assert re.search(r"<button[^>]*>Purge</button>", dlq)
+
+    def test_deep_payload_shows_its_note_on_the_entry_page(
+        self, operator: Client, r: redis.Redis, stream: str
+    ) -> None:
+        (entry_id,) = add_entries(r, stream, 1, fields={"payload": DEEP.decode()})
+        response = operator.get(reverse("dashboard:entry-detail", args=[stream, entry_id]))
+        assert response.status_code == 200
+        assert b"shown as text: nested deeper than 64 levels" in response.content
+
+    def test_bom_secret_is_hidden_on_every_page(
+        self, operator: Client, r: redis.Redis, prefix: str
+    ) -> None:
+        stream = prefix + "bom"
+        values = list(FailClosedRedactionTests.SECRET_DOCS)
+        ids = self._seed(r, stream, values)
+        for entry_id in ids:
+            for url in self._pages(stream, entry_id):
+                response = operator.get(url)
+                assert response.status_code == 200, url
+                assert MARK.encode() not in response.content, url

@@ -68,6 +68,9 @@ SESSION_ENDED = "session.ended"
 NOTICE_TIMEOUT_S = 1.0
 #: Rechecks in a row that may fail to read the session before the socket is closed.
 UNVERIFIED_LIMIT = 5
+#: Layers forget a group member after their group_expiry (a day by default): a socket
+#: joins its groups again this often, so a tab open for days keeps its pushes.
+REJOIN_S = 3600.0
 #: The same warning (Redis or the database away) is logged at most once a minute per
 #: process, not once per socket and retry.
 WARN_EVERY_S = 60.0
@@ -283,8 +286,12 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
 
     async def _recheck_loop(self) -> None:
         failed = 0
+        joined_at = time.monotonic()
         while not self.ended:
             await asyncio.sleep(float(settings.ACKBOARD_LIVE_RECHECK))
+            if self.live_group and time.monotonic() - joined_at >= REJOIN_S:
+                await self.channel_layer.group_add(self.live_group, self.channel_name)
+                joined_at = time.monotonic()
             try:
                 perms = await database_sync_to_async(session_perms)(
                     session_key=self.session_key, user_id=self.user_id
@@ -316,7 +323,10 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
                     if not joined:
                         await layer.group_add(group, channel)
                         joined = True
-                    message = await layer.receive(channel)
+                    message = await asyncio.wait_for(layer.receive(channel), REJOIN_S)
+                except TimeoutError:
+                    joined = False  # nothing for an hour: join again (see REJOIN_S)
+                    continue
                 except (redis.RedisError, OSError) as exc:
                     # Redis is away. The recheck still ends the socket in time; the group
                     # may have gone with Redis's data, so it is joined again when back.

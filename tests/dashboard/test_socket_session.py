@@ -7,6 +7,7 @@ the same with daphne and channels-redis.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import redis
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission, User
 from django.contrib.sessions.models import Session
@@ -232,3 +234,24 @@ class UserChangeTests:
         assert "Dead-letter" not in update
         await ws.disconnect()
         assert broadcaster.sockets() == 0
+
+
+class LongLivedSocketTests:
+    async def test_socket_keeps_its_pushes_past_the_layers_group_expiry(
+        self,
+        broadcaster: Broadcaster,
+        login_as: LoginAs,
+        r: redis.Redis,
+        stream: str,
+        fast_recheck: float,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # A day of group_expiry, shrunk to a second; the re-join every hour, to 0.3 s.
+        monkeypatch.setattr(get_channel_layer(), "group_expiry", 1)
+        monkeypatch.setattr(consumers, "REJOIN_S", 0.3)
+        login = await login_as("view_queues")
+        ws = await _open_group_socket(login, r, stream)
+        await asyncio.sleep(2.5)
+        (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
+        await _receive_until(ws, lambda m: new_id in m)
+        await ws.disconnect()

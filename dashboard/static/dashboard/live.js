@@ -9,7 +9,13 @@
 // - for a region the page marks data-live="off" (a filtered or deeper page of a table:
 //   the server only pushes the default first page, which must not overwrite it).
 // Held updates are kept per region id (only the newest matters) and applied once on
-// resume. The ws extension reconnects by itself; #live-indicator shows the state.
+// resume. #live-indicator shows the state.
+//
+// Reconnecting: the ws extension retries after abnormal closures (1006, 1011-1013) only.
+// A 44xx close is the server saying "stop" (logged out, no permission, not a live page).
+// Any other close from the server (daphne ends every socket after --websocket_timeout,
+// a day by default, with 1000; a restarting server may say 1001) is retried here, with
+// the same jittered backoff, so a tab stays live for as long as it is open.
 (() => {
   "use strict";
   const held = new Map();
@@ -97,6 +103,25 @@
       if (target.id === id || target.querySelector(`#${CSS.escape(id)}`)) held.delete(id);
     }
     recheck();
+  });
+
+  const retriedByExtension = [1006, 1011, 1012, 1013];
+  let leaving = false;
+  let retries = 0;
+  window.addEventListener("pagehide", () => { leaving = true; });
+  window.addEventListener("pageshow", () => { leaving = false; });
+  document.addEventListener("htmx:wsOpen", () => { retries = 0; });
+  document.addEventListener("htmx:wsClose", (event) => {
+    const code = event.detail?.event?.code || 0;
+    const wrapper = event.detail?.socketWrapper;
+    const source = event.target;
+    if (refused[code] || retriedByExtension.includes(code) || !wrapper || leaving) return;
+    if (!source.isConnected) return; // the page removed the region: nothing to follow
+    const delay = Math.min(30000, 1000 * 2 ** retries) * (0.5 + Math.random() / 2);
+    retries += 1;
+    setTimeout(() => {
+      if (!leaving && source.isConnected) wrapper.reconnect();
+    }, delay);
   });
 
   const setSocket = (value) => (event) => {

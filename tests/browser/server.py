@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -69,6 +70,8 @@ class LiveServer:
     ingest_poll: float | None = None
     proc: subprocess.Popen[bytes] | None = None
     ingestor: subprocess.Popen[bytes] | None = None
+    #: Extra daphne options, e.g. ``("--websocket_timeout", "5")``.
+    daphne_args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -77,6 +80,16 @@ class LiveServer:
     @property
     def log_path(self) -> Path:
         return self.workdir / "daphne.log"
+
+    def log_mark(self) -> int:
+        """Where the daphne log ends now: pass it to ``log_since``."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def log_since(self, mark: int) -> str:
+        """What daphne (access lines included) logged after ``mark``."""
+        with self.log_path.open("rb") as log:
+            log.seek(mark)
+            return log.read().decode("utf-8", "replace")
 
     def env(self) -> dict[str, str]:
         env = {
@@ -131,7 +144,7 @@ class LiveServer:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-             "dashboard.asgi:application"],
+             *self.daphne_args, "dashboard.asgi:application"],
             cwd=ROOT,
             env=self.env(),
             stdout=log,
@@ -183,6 +196,24 @@ class LiveServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+#: Log lines a healthy server never writes: tracebacks, errors inside the ASGI app (daphne),
+#: Django's 500s, 500 access lines, and refused socket handshakes.
+_PROBLEM = re.compile(
+    r"Traceback|Exception inside application|Timeout reading|Internal Server Error"
+    r'|" 500 |"WSREJECT '
+)
+
+
+def log_problems(log: str) -> list[str]:
+    """The lines of ``log`` that show something went wrong (see ``_PROBLEM``)."""
+    return [line for line in log.splitlines() if _PROBLEM.search(line)]
+
+
+def socket_connects(log: str, path: str) -> int:
+    """How many socket handshakes to ``path`` daphne accepted in ``log`` (access lines)."""
+    return log.count(f'"WSCONNECT {path}"')
 
 
 def chromium_launch(playwright: Any) -> Any:

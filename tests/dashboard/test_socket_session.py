@@ -26,6 +26,7 @@ from dashboard import consumers
 from dashboard.broadcaster import Broadcaster
 from dashboard.routing import live_path
 from tests.dashboard import test_live as live
+from tests.dashboard.test_channel_layer import _layer_config
 from tests.dashboard.test_live import _receive_until, _socket
 from tests.factories import make_pending
 
@@ -132,6 +133,41 @@ class SessionEndTests:
         assert code == consumers.CLOSE_LOGIN
         assert took < 1.0
         assert broadcaster.sockets() == 0, "a closed socket gets no more pushes"
+
+    async def test_logout_notice_travels_through_channels_redis(
+        self,
+        broadcaster: Broadcaster,
+        login_as: LoginAs,
+        r: redis.Redis,
+        stream: str,
+        live_settings: Any,
+        redis_url: str,
+        prefix: str,
+    ) -> None:
+        # Production's layers: pushes in-process, the session notice on the Redis layer,
+        # as another web process would send it.
+        config = _layer_config(redis_url)
+        config["prefix"] = prefix + "channels:"
+        live_settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
+            consumers.SHARED_LAYER: {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": config,
+            },
+        }
+        live_settings.ACKBOARD_LIVE_RECHECK = 60.0
+        login = await login_as("view_queues")
+        ws = await _open_group_socket(login, r, stream)
+        session_group = consumers.session_group(login.client.session.session_key)
+        group_key = f"{config['prefix']}:group:{session_group}"  # channels-redis's naming
+        deadline = time.monotonic() + 2
+        while not r.exists(group_key) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert r.exists(group_key), "the socket joined its session group in Redis"
+        await sync_to_async(login.client.logout)()
+        code, took = await _closed_with(ws, timeout=2.0)
+        assert code == consumers.CLOSE_LOGIN
+        assert took < 1.0
 
     async def test_logout_of_another_session_leaves_this_one_open(
         self,

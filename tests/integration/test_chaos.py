@@ -276,6 +276,9 @@ class ChaosTests:
                     stream_after_restart = r.xlen(STREAM)
             wait_for(lambda: drained(r), timeout=150, what="the group to drain")
             drain_s = time.monotonic() - began
+            # A worker still importing Django has no signal handler yet: SIGTERM would
+            # end it (-15) before it could stop gracefully.
+            pool.wait_ready()
             exit_codes = pool.stop()
         finally:
             pool.kill_all()
@@ -361,7 +364,11 @@ class ChaosTests:
                 # (crashes and lost acks): the only way a job that can succeed gets here.
                 assert _OVER_MAX in reason and deliveries > MAX_DELIVERIES, (origin_id, reason)
         # Graceful stop of the survivors: exit 0. The kills really happened.
-        assert exit_codes == [0] * N_WORKERS
+        assert exit_codes == [0] * N_WORKERS, [
+            (code, (logs / f"{consumer}.log").read_text(errors="replace")[-3000:])
+            for code, (_, _, consumer) in zip(exit_codes, pool.live, strict=True)
+            if code != 0
+        ]
         assert [p.returncode for p in pool.killed] == [-signal.SIGKILL] * len(WORKER_KILLS_AT)
         # Crash recovery was exercised: always-ok jobs succeeded on a redelivery.
         assert late_ok > 0 and reclaimed > 0

@@ -207,25 +207,20 @@ class SessionEndTests:
 
 class ServerClosedSocketTests:
     def test_page_reconnects_when_the_server_ends_a_healthy_socket(
-        self, chromium: Any, redis_url: str, browser_redis: redis.Redis, names: str
+        self, page: Any, web_server: LiveServer, browser_redis: redis.Redis, names: str
     ) -> None:
         # daphne ends every socket after --websocket_timeout (a day by default) with a
-        # plain 1000, which the ws extension does not retry; here it is 3 s.
-        server = LiveServer(
-            redis_url=redis_url,
-            streams=(names + "*") if names else "*",
-            daphne_args=("--websocket_timeout", "3"),
-        )
+        # plain 1000, which the ws extension does not retry; here it is 3 s. The same
+        # server (database, secret key, so the login holds) restarted with that option.
         stream = f"{names}long-{uuid.uuid4().hex[:6]}"
         browser_redis.xadd(stream, {"payload": '{"n": 1}'})
-        context = chromium.new_context()
-        context.set_default_timeout(10_000)
+        web_server.stop_web()
+        web_server.daphne_args = ("--websocket_timeout", "3")
         try:
-            server.start()
-            page = context.new_page()
-            login(page, server)
+            web_server.start_web()
+            mark = web_server.log_mark()
             sockets = _sockets_of(page, _socket_path(stream))
-            page.goto(_stream_url(server, stream))
+            page.goto(_stream_url(web_server, stream))
             indicator = page.locator("#live-indicator")
             expect(indicator).to_have_attribute("data-state", "live")
             deadline = time.monotonic() + 15
@@ -235,7 +230,8 @@ class ServerClosedSocketTests:
             expect(indicator).to_have_attribute("data-state", "live")
             new_id = browser_redis.xadd(stream, {"payload": '{"n": 2}'}).decode()
             expect(_entry_link(page, new_id)).to_be_visible()
-            assert log_problems(server.log_since(0)) == []
+            assert log_problems(web_server.log_since(mark)) == []
         finally:
-            context.close()
-            server.cleanup()
+            web_server.stop_web()
+            web_server.daphne_args = ()
+            web_server.start_web()

@@ -65,7 +65,7 @@ from queue_core.failures import (
 )
 from queue_core.keys import REPLAY_GROUP_FIELD, CrossSlotName, stream_keys
 from queue_core.parsing import PAYLOAD_MISSING_REASON, FieldParser, fields_parse
-from queue_core.services import entry_dead_letter
+from queue_core.services import TooManyFields, entry_dead_letter
 from queue_core.types import (
     ActionRefused,
     Delivery,
@@ -226,11 +226,12 @@ def _settle(
                 expected_consumer=consumer,
             )
         except ActionRefused as exc:
-            if isinstance(exc.__cause__, redis.ResponseError):
-                # Redis refused (the group is gone, or the DLQ key is not a stream): not a
-                # race another consumer won. The entry stays pending and will come back.
+            if isinstance(exc.__cause__, redis.ResponseError) or isinstance(exc, TooManyFields):
+                # Redis refused (the group is gone, or the DLQ key is not a stream), or the
+                # entry is too wide for one script: not a race another consumer won. The
+                # entry stays pending and will come back.
                 log.error("could not dead-letter %s %s (%s); it stays pending",
-                          stream, item.entry_id, exc.__cause__)  # fmt: skip
+                          stream, item.entry_id, exc.__cause__ or exc)  # fmt: skip
                 if kept is not None:
                     kept.append(item.entry_id)
             else:

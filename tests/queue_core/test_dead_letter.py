@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ from queue_core.services import (
     dlq_replay,
     entry_dead_letter,
 )
-from queue_core.types import ActionRefused
+from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure
+from queue_core.worker import process_entry
 from tests.factories import add_entries, make_group, make_pending
 
 
@@ -125,6 +127,27 @@ class TooManyFieldsTests:
         replayed = dlq_replay(client=r, stream=stream, dlq_id=moved.dlq_id)
         [(_, back)] = r.xrange(stream, replayed.new_id, replayed.new_id)
         assert len(back) == limit + 2  # and the replay's target group and origin id
+
+    def test_worker_says_a_too_wide_entry_is_still_pending(
+        self, r: redis.Redis, stream: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        entry_id = wide_pending(r, stream, 4_000)
+        [[_, [(_, fields)]]] = r.xreadgroup("g", "c1", {stream: "0"}, count=1)
+
+        def handler(job: Job) -> None:
+            raise PermanentFailure("bad order")
+
+        with caplog.at_level(logging.INFO, logger="queue_core.worker"):
+            outcome = process_entry(
+                client=r, stream=stream, group="g", consumer="c1", entry_id=entry_id,
+                fields=fields, handler=handler,
+            )  # fmt: skip
+        # Not NOT_PENDING ("another consumer took it"): it is still here, in our name.
+        assert outcome is Outcome.DEAD_LETTER_FAILED
+        assert r.xpending(stream, "g")["pending"] == 1
+        assert r.exists(stream_keys(stream).dlq) == 0
+        errors = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.ERROR]
+        assert any(entry_id in m and "4000 fields" in m for m in errors), errors
 
     def test_replay_of_a_dead_letter_too_wide_to_copy_is_refused_and_kept(
         self, r: redis.Redis, stream: str

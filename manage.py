@@ -4,8 +4,8 @@
 import os
 import sys
 
-#: Commands that sign nothing: workers and the failure-index jobs.
-HEADLESS_COMMANDS = {"queue_worker", "ingest_failures", "prune_failures"}
+#: Commands that sign nothing: workers, the failure-index jobs and the key-name upgrade.
+HEADLESS_COMMANDS = {"queue_worker", "ingest_failures", "prune_failures", "rename_companions"}
 
 
 def main() -> None:

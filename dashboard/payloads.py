@@ -111,8 +111,13 @@ _ENCODED = re.compile("[\\\\%&\x00]|[^\x00-\x7f]")
 _MAYBE_QUOTED = re.compile("[\"'\\\\%&\x00]|[^\x00-\x7f]")
 # A quoted key followed by ":" or "=": JSON, a Python dict repr, YAML/INI with quotes.
 _QUOTED_KEY = re.compile(r"""(["'])([^"'\r\n]{1,256})\1\s*[:=]""")
-# Key-like tokens, for patterns anchored to a whole name (``^card$``).
-_TOKEN = re.compile(r"""[^\s"'{}\[\]:,=&;<>()]{1,256}|"([^"\r\n]{1,256})"|'([^'\r\n]{1,256})'""")
+# Key-like tokens, for patterns anchored to a whole name (``^card$``): bare words, and
+# the contents of quotes of either kind (separate passes: one kind nests in the other).
+_TOKENS = (
+    re.compile(r"""[^\s"'{}\[\]:,=&;<>()\\]{1,256}"""),
+    re.compile(r'"([^"\r\n]{1,256})"'),
+    re.compile(r"'([^'\r\n]{1,256})'"),
+)
 # Escapes that spell a character by its code (``\\u0070``).
 _CODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-F]{8}))")
 _PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
@@ -217,6 +222,10 @@ def _anchored(pattern: str) -> bool:
     return any(mark in pattern for mark in ("^", "$", "\\A", "\\Z", "\\b", "\\B", "(?"))
 
 
+def _tokens(text: str) -> set[str]:
+    return {m.group(m.lastindex or 0) for pattern in _TOKENS for m in pattern.finditer(text)}
+
+
 def _names_secret(text: str, *, anywhere: bool, regex: re.Pattern[str] | None) -> bool:
     """Whether a redacted key name (``regex``) appears in ``text``: ``anywhere``, or as a
     quoted key. Used on text that is shown unparsed, to fail closed.
@@ -229,10 +238,7 @@ def _names_secret(text: str, *, anywhere: bool, regex: re.Pattern[str] | None) -
         if anywhere:
             if regex.search(form):
                 return True
-            if _anchored(regex.pattern) and any(
-                regex.search(token)
-                for token in {m.group(2) or m.group(1) or m.group() for m in _TOKEN.finditer(form)}
-            ):
+            if _anchored(regex.pattern) and any(regex.search(token) for token in _tokens(form)):
                 return True
         elif any(regex.search(m.group(2)) for m in _QUOTED_KEY.finditer(form)):
             return True

@@ -206,6 +206,9 @@ class FailClosedRedactionTests:
         b'{"payload": "{\\"api_key\\": \\"' + MARK.encode() + b'\\"}"}',  # JSON in a string
         b'"{\\"token\\": \\"' + MARK.encode() + b'\\"}"',  # a JSON string of JSON
         b'{"payload": "{\\"api_key\\": \\"' + MARK.encode() + b'\\""}',  # invalid inner
+        b'{"{\\"password\\": \\"' + MARK.encode() + b'\\"}": 1}',  # a key holding JSON
+        b"{'password': '" + MARK.encode() + b"'}",  # a Python repr
+        b'[INFO] sent {"token": "' + MARK.encode() + b'"}',  # JSON after text
     )
 
     def test_entry_page_never_shows_the_secret(self) -> None:

@@ -30,9 +30,10 @@ It returns plain strings for Django's autoescaping and never produces HTML itsel
 templates must never mark payload text ``|safe``.
 
 Cost: linear in the bytes decoded. Measured on the 2-core dev machine (CPU time, one
-value): a 2 MB JSON value takes 0.17-0.38 s whatever its shape (deep, flat, escaped,
-100k inner documents, 4000-digit numbers, a typical object with a secret); a 256 KB
-preview at most 0.05 s; a 50 MB text value 0.02 s.
+value, ``uv run python -m benchmarks.payload_decode``): a 2 MB JSON value takes
+0.17-0.37 s whatever its shape (deep, flat, escaped, 100k inner documents, 4000-digit
+numbers, a typical object with a secret); a 256 KB preview at most 0.06 s; a 50 MB text
+value 0.02 s.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ MAX_DEPTH = 64
 #: JSON documents inside JSON strings parsed per value (only strings that look like JSON
 #: and name a redacted key are); past this, such strings are masked whole.
 MAX_INNER_DOCUMENTS = 100
+#: Strings up to this length have their redaction verdict remembered within one value.
+SHORT_STRING = 256
 #: Longest number literal that is parsed: below Python's own 4300-digit guard, which a
 #: process may have lifted (``sys.set_int_max_str_digits``), and int() is quadratic.
 MAX_NUMBER_DIGITS = 4000
@@ -312,8 +315,10 @@ class _Redactor:
         self.regex = regex
         self.hit = False
         self.inner_left = MAX_INNER_DOCUMENTS
-        # Key name -> (as shown, whether it is redacted): arrays of objects repeat keys.
+        # Verdicts remembered: arrays of objects repeat their keys and short values.
+        # Key name -> (as shown, whether its value is masked); string -> (as shown, hit).
         self._keys: dict[str, tuple[str, bool]] = {}
+        self._strings: dict[str, tuple[str, bool]] = {}
 
     def value(self, value: Any, depth: int) -> Any:
         if isinstance(value, dict):
@@ -352,6 +357,18 @@ class _Redactor:
     def string(self, text: str, depth: int) -> str:
         """A JSON string with its secrets masked: JSON inside it is parsed and redacted
         (or masked whole if it cannot be); other text with a quoted secret key is masked."""
+        if len(text) > SHORT_STRING:
+            return self._string(text, depth)
+        known = self._strings.get(text)
+        if known is None:
+            outer, self.hit = self.hit, False
+            known = (self._string(text, depth), self.hit)
+            self.hit = outer
+            self._strings[text] = known
+        self.hit = self.hit or known[1]
+        return known[0]
+
+    def _string(self, text: str, depth: int) -> str:
         if text[:1] in _JSON_FIRST and _looks_like_json(text):
             if not _names_secret(text, anywhere=True, regex=self.regex):
                 return text

@@ -132,7 +132,7 @@ class TooManyFieldsTests:
         self, r: redis.Redis, stream: str, caplog: pytest.LogCaptureFixture
     ) -> None:
         entry_id = wide_pending(r, stream, 4_000)
-        [[_, [(_, fields)]]] = r.xreadgroup("g", "c1", {stream: "0"}, count=1)
+        [(_, fields)] = r.xrange(stream, entry_id, entry_id)
 
         def handler(job: Job) -> None:
             raise PermanentFailure("bad order")

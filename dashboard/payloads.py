@@ -10,7 +10,8 @@ objects, and inside JSON carried in JSON strings).
 Decoding is bounded, because one hostile value must cost only its own row:
 
 - **size**: JSON is parsed only up to ``PRETTY_JSON_BYTES`` (``PREVIEW_JSON_BYTES`` for
-  table previews), other text decoded only as far as it can be shown;
+  table previews), other text decoded only as far as it can be shown; a page that shows
+  many entries' fields shares ``PAGE_JSON_BYTES`` of full parsing (``DecodeBudget``);
 - **depth**: JSON nested deeper than ``MAX_DEPTH`` is not parsed (a linear scan decides,
   before the recursive parser runs), so nothing recurses without bound;
 - **numbers**: a number literal longer than ``MAX_NUMBER_DIGITS`` or out of float range
@@ -54,6 +55,10 @@ from django.conf import settings
 
 log = logging.getLogger("ackboard.payloads")
 
+#: JSON bytes one page may parse in full across all its rows (the dead-letter table shows
+#: 50 entries' fields): past it, each value gets only the preview's allowance, so a page
+#: of large documents costs about 1.5 s at worst rather than 50 x 0.37 s.
+PAGE_JSON_BYTES = 4 * 1024 * 1024
 #: Characters of a value shown before the rest hides behind "show all".
 SHOWN_CHARS = 2_000
 #: Most characters ever sent for one value, even expanded (a 512 MB value must not
@@ -557,8 +562,35 @@ class FieldView:
         return self.full is not None
 
 
-def field_view(name: bytes, value: bytes, *, shown_chars: int = SHOWN_CHARS) -> FieldView:
-    """One field as display text: decoded or escaped, redacted, JSON-indented, cut."""
+class DecodeBudget:
+    """JSON bytes a page may still parse in full (``PAGE_JSON_BYTES``), shared by its rows."""
+
+    def __init__(self, total: int = PAGE_JSON_BYTES) -> None:
+        self.left = total
+
+    def allow(self, size: int) -> int:
+        """The JSON size this value may be parsed up to; charges the budget if it fits."""
+        if size <= PREVIEW_JSON_BYTES:
+            return PRETTY_JSON_BYTES  # small values are cheap; they never spend the budget
+        if size <= min(self.left, PRETTY_JSON_BYTES):
+            self.left -= size
+            return PRETTY_JSON_BYTES
+        return PREVIEW_JSON_BYTES
+
+
+def field_view(
+    name: bytes,
+    value: bytes,
+    *,
+    shown_chars: int = SHOWN_CHARS,
+    budget: DecodeBudget | None = None,
+) -> FieldView:
+    """One field as display text: decoded or escaped, redacted, JSON-indented, cut.
+
+    With a ``budget`` (a table of many entries), a large JSON value is parsed in full only
+    while the page's budget lasts; past it, it is withheld as too large, like any value
+    over ``PRETTY_JSON_BYTES``.
+    """
     name_text, name_binary = bytes_text(name)
     if _redacts(name_text):
         return FieldView(
@@ -572,9 +604,8 @@ def field_view(name: bytes, value: bytes, *, shown_chars: int = SHOWN_CHARS) -> 
             redacted=True,
             clipped=False,
         )
-    decoded = _decode_safely(
-        value, pretty=True, json_bytes=PRETTY_JSON_BYTES, text_bytes=DECODE_BYTES
-    )
+    json_bytes = PRETTY_JSON_BYTES if budget is None else budget.allow(len(value))
+    decoded = _decode_safely(value, pretty=True, json_bytes=json_bytes, text_bytes=DECODE_BYTES)
     text = decoded.text
     clipped = len(text) > MAX_CHARS
     if clipped:
@@ -594,9 +625,11 @@ def field_view(name: bytes, value: bytes, *, shown_chars: int = SHOWN_CHARS) -> 
     )
 
 
-def fields_view(fields: Iterable[tuple[bytes, bytes]]) -> list[FieldView]:
-    """Every field of an entry, in stream order."""
-    return [field_view(name, value) for name, value in fields]
+def fields_view(
+    fields: Iterable[tuple[bytes, bytes]], *, budget: DecodeBudget | None = None
+) -> list[FieldView]:
+    """Every field of an entry, in stream order (``budget``: see ``field_view``)."""
+    return [field_view(name, value, budget=budget) for name, value in fields]
 
 
 def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS) -> str:

@@ -69,6 +69,30 @@ class FieldViewTests:
         assert not payloads.field_view(b"password", b"p").redacted
 
 
+class DecodeBudgetTests:
+    """A table of many entries shares one budget of full JSON parsing (PAGE_JSON_BYTES)."""
+
+    def test_large_documents_are_parsed_while_the_page_budget_lasts(self) -> None:
+        doc = json.dumps({"items": ["x" * 100] * 9_000, "api_token": "s3cr3t"}).encode()
+        assert payloads.PREVIEW_JSON_BYTES < len(doc) < payloads.PAGE_JSON_BYTES // 3
+        budget = payloads.DecodeBudget()
+        views = [payloads.field_view(b"body", doc, budget=budget) for _ in range(6)]
+        parsed = [v.is_json for v in views]
+        fits = payloads.PAGE_JSON_BYTES // len(doc)
+        assert parsed == [True] * fits + [False] * (6 - fits)
+        # Past the budget the value is withheld whole, never shown unredacted.
+        assert all("s3cr3t" not in v.shown and v.redacted for v in views)
+
+    def test_small_values_never_spend_the_budget(self) -> None:
+        budget = payloads.DecodeBudget(total=0)
+        view = payloads.field_view(b"body", b'{"a": [1, 2, 3]}', budget=budget)
+        assert view.is_json and budget.left == 0
+
+    def test_without_a_budget_each_value_gets_the_full_allowance(self) -> None:
+        doc = json.dumps({"items": ["x" * 100] * 9_000}).encode()
+        assert all(payloads.field_view(b"body", doc).is_json for _ in range(6))
+
+
 class PreviewTests:
     def test_one_line_compact_and_cut(self) -> None:
         line = payloads.preview([(b"payload", b'{\n "a": 1\n}'), (b"n", b"2")])
@@ -319,3 +343,19 @@ class HostilePageTests:
                 response = operator.get(url)
                 assert response.status_code == 200, url
                 assert MARK.encode() not in response.content, url
+
+    def test_dead_letter_page_shares_one_decode_budget(
+        self, operator: Client, r: redis.Redis, stream: str
+    ) -> None:
+        doc = json.dumps({"items": ["x" * 100] * 9_000}).encode()
+        make_group(r, stream, "g")
+        for _ in range(6):
+            entry_id = r.xadd(stream, {"payload": doc}).decode()
+            r.xreadgroup("g", "c", {stream: ">"})
+            services.entry_dead_letter(
+                client=r, stream=stream, group="g", entry_id=entry_id, reason="big"
+            )
+        response = operator.get(reverse("dashboard:dlq", args=[stream]))
+        assert response.status_code == 200
+        withheld = response.content.decode().count(f"(JSON-like, {len(doc)} bytes: too large")
+        assert withheld == 6 - payloads.PAGE_JSON_BYTES // len(doc)

@@ -313,7 +313,9 @@ class FailureLog:
         self._unlogged: Counter[Any] = Counter()
         self._traced: set[Any] = set()
 
-    def report(self, key: Any, what: str, exc: BaseException) -> None:
+    def report(self, key: Any, what: str, exc: BaseException, *, traced: bool = True) -> None:
+        """Log ``what`` failed; ``traced=False`` (a Redis outage: the message says it all)
+        logs a warning without a traceback."""
         now = time.monotonic()
         last = self._logged_at.get(key)
         if last is not None and now - last < FAILURE_LOG_EVERY_S:
@@ -330,7 +332,9 @@ class FailureLog:
         line = f"{what} failed ({type(exc).__name__}: {message}); skipped"
         if unlogged:
             line += f", and {unlogged} more time{'s' if unlogged != 1 else ''} since last logged"
-        if key in self._traced:
+        if not traced:
+            log.warning("%s", line)
+        elif key in self._traced:
             log.error("%s", line)
         else:
             self._traced.add(key)
@@ -522,7 +526,8 @@ class Broadcaster:
             try:
                 await self._cycle()
             except redis.RedisError as exc:
-                log.warning("live poll failed, retrying next tick: %s", exc)
+                # Once a minute, not once a tick, through a Redis outage.
+                self._failures.report("poll", "live poll (retrying every tick)", exc, traced=False)
             except Exception as exc:
                 self._failures.report("cycle", "live cycle", exc)
             finally:
@@ -725,7 +730,7 @@ class Broadcaster:
                 try:
                     reply: Any = await client.xread(ids, count=1, block=block_ms)  # type: ignore[arg-type]
                 except redis.RedisError as exc:
-                    log.warning("live xread: %s", exc)
+                    self._failures.report("xread", "live xread", exc, traced=False)
                     await asyncio.sleep(self._tick)
                     continue
                 if not reply:

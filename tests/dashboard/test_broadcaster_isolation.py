@@ -169,3 +169,18 @@ class SurfaceIsolationTests:
         assert sum(r.exc_info is not None for r in records) == 1, "one traceback only"
         assert "more time" in records[-1].getMessage(), "later lines count what was skipped"
         await ws.disconnect()
+
+
+class OutageLogTests:
+    """A Redis outage is logged as a short warning once a minute, not once per tick."""
+
+    def test_outage_warnings_are_rate_limited_and_untraced(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        failures = live.FailureLog()
+        with caplog.at_level(logging.WARNING, logger=live.log.name):
+            for _ in range(50):
+                failures.report("poll", "live poll", redis.ConnectionError("refused"), traced=False)
+        [record] = [r for r in caplog.records if "live poll" in r.getMessage()]
+        assert record.levelno == logging.WARNING and record.exc_info is None
+        assert "ConnectionError: refused" in record.getMessage()

@@ -17,6 +17,8 @@ import dj_database_url
 import django
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from redis.asyncio.retry import Retry as _LayerRetry
+from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff
 
 from queue_core.connection import redis_url
 from queue_core.keys import parse_allowlist
@@ -205,9 +207,6 @@ ACKBOARD_LIVE_RECHECK = float(os.environ.get("ACKBOARD_LIVE_RECHECK", "2.0"))
 # Reads get 10 s (the pop plus room for a loaded server), keepalive and a health check
 # find dead connections, and a short retry reconnects a blocked pop across a quick Redis
 # restart instead of failing the receive.
-from redis.asyncio.retry import Retry as _LayerRetry  # noqa: E402 - this section's own
-from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff  # noqa: E402
-
 _LAYER_POP_S = 5  # channels_redis.core.RedisChannelLayer.brpop_timeout
 CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},

@@ -19,7 +19,8 @@ from queue_core import Job, PermanentFailure, Worker
 from queue_core.connection import connect
 from queue_core.keys import stream_keys
 from queue_core.types import Outcome
-from queue_core.worker import _Settle, process_entry
+from queue_core.worker import process_entry
+from queue_core.worker.loop import _Settle
 from tests.factories import add_entries, make_pending
 from tests.queue_core.test_worker import failures, new_worker, pending_count, running
 

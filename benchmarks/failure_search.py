@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from dashboard.failures import (
+    from dashboard.failure_index import (
         FailureFilter,
         failure_history,
         failure_search,
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 def ingest_throughput(n: int) -> None:
     from django.db import transaction
 
-    from dashboard.failures import failure_record_parse, failures_ingest
+    from dashboard.failure_index import failure_record_parse, failures_ingest
     from dashboard.models import FailureRecord
     from queue_core.connection import connect
     from queue_core.keys import stream_keys

@@ -33,7 +33,7 @@ from dashboard import payloads
 from dashboard.audit import audit_record
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
-from dashboard.failures import last_failures
+from dashboard.failure_index import last_failures
 from dashboard.permissions import DLQ_ACTIONS, ENTRY_ACTIONS, may_act
 from dashboard.views.pages import PendingFilters, PendingRowView
 from queue_core import bulk, selectors, services

@@ -1,6 +1,6 @@
 """The Failures page: search the failure index by stream, group, error type, text and time.
 
-Thin: parse the query string, call ``dashboard.failures.failure_search``, render. It
+Thin: parse the query string, call ``dashboard.failure_index.failure_search``, render. It
 never touches Redis (the index is SQL) and never writes.
 """
 
@@ -20,9 +20,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import failures as failure_index
+from dashboard import failure_index
 from dashboard.converters import name_problem
-from dashboard.failures import SEARCH_BUDGET_MS, BadCursor, FailureFilter, FailurePage
+from dashboard.failure_index import SEARCH_BUDGET_MS, BadCursor, FailureFilter, FailurePage
 from dashboard.models import FailureRecord
 from dashboard.permissions import queues_view_required
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible

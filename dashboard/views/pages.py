@@ -31,8 +31,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import failures as failure_index
-from dashboard import payloads
+from dashboard import failure_index, payloads
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required

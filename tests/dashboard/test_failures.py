@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.failures import (
+from dashboard.failure_index import (
     BadCursor,
     FailureFilter,
     SearchTooBroad,

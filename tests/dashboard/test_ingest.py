@@ -20,7 +20,7 @@ from django.core.management.base import CommandError
 from django.db import OperationalError
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.failures import (
+from dashboard.failure_index import (
     INGEST_GROUP,
     MALFORMED,
     FailureFilter,

@@ -37,7 +37,7 @@ from dashboard.demo import WORKERS, WorkerSpec, demo_groups
 from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
 from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
-from dashboard.failures import failures_ingest_loop
+from dashboard.failure_index import failures_ingest_loop
 from queue_core.connection import connect
 
 ADMIN_USERNAME = "admin"

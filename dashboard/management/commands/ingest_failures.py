@@ -2,7 +2,7 @@
 
 Runs until SIGINT or SIGTERM (finishing the batch in hand), or with ``--once`` drains
 what is there and exits. It never acks a record before its row is committed; see
-``dashboard.failures.FailureIngestor``.
+``dashboard.failure_index.FailureIngestor``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from dashboard.failures import INGEST_BATCH, RECLAIM_IDLE_MS, failures_ingest
+from dashboard.failure_index import INGEST_BATCH, RECLAIM_IDLE_MS, failures_ingest
 from queue_core.connection import connect
 
 

@@ -1,0 +1,64 @@
+"""The failure index: the SQL copy of every ``{S}:failures`` record, and the reads over it.
+
+Workers write one record per failed attempt to a capped ``{S}:failures`` stream
+(``queue_core.failures``); this package keeps them after the stream is trimmed, as rows of
+``dashboard.models.FailureRecord``, so pages can show an entry's history and operators
+can search every failure. One module per job:
+
+- ``records``: one stream record parsed into an unsaved row (pure; malformed is kept).
+- ``ingestor``: the consumer group that moves records into rows under the ack contract.
+- ``retention``: pruning old rows.
+- ``queries``: the small reads other pages use (latest failure per entry, history, counts).
+- ``search``: the Failures page's bounded, keyset-paged search.
+
+It never writes to the queue streams themselves and never acks a failure record before
+the row holding it is committed: a crash or a database error leaves the record pending,
+to be reclaimed and stored again (idempotent through the unique source key).
+"""
+
+from __future__ import annotations
+
+from dashboard.failure_index.ingestor import (
+    INGEST_BATCH,
+    INGEST_GROUP,
+    RECLAIM_IDLE_MS,
+    FailureIngestor,
+    failure_sources_discover,
+    failures_ingest,
+    failures_ingest_loop,
+)
+from dashboard.failure_index.queries import failure_history, failures_count_since, last_failures
+from dashboard.failure_index.records import MALFORMED, failure_record_parse
+from dashboard.failure_index.retention import failures_prune
+from dashboard.failure_index.search import (
+    SEARCH_BUDGET_MS,
+    SEARCH_PAGE_SIZE,
+    BadCursor,
+    FailureFilter,
+    FailurePage,
+    SearchTooBroad,
+    failure_search,
+)
+
+__all__ = [
+    "INGEST_BATCH",
+    "INGEST_GROUP",
+    "MALFORMED",
+    "RECLAIM_IDLE_MS",
+    "SEARCH_BUDGET_MS",
+    "SEARCH_PAGE_SIZE",
+    "BadCursor",
+    "FailureFilter",
+    "FailureIngestor",
+    "FailurePage",
+    "SearchTooBroad",
+    "failure_history",
+    "failure_record_parse",
+    "failure_search",
+    "failure_sources_discover",
+    "failures_count_since",
+    "failures_ingest",
+    "failures_ingest_loop",
+    "failures_prune",
+    "last_failures",
+]

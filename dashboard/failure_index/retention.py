@@ -1,0 +1,34 @@
+"""Retention of the failure index: deleting rows older than the kept window.
+
+Owns the batched delete that ``manage.py prune_failures`` and the running ingestor (hourly)
+call. Never touches Redis. Cost: one indexed SELECT of ids and one DELETE per batch, each
+in its own short transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from dashboard.models import FailureRecord
+
+
+def failures_prune(*, older_than: datetime, batch_size: int = 5000) -> int:
+    """Delete rows that failed before ``older_than``, ``batch_size`` at a time.
+
+    Each batch is its own short transaction on the ``failed_at`` index, so a large prune
+    never holds a long write lock (SQLite) or bloats one transaction (PostgreSQL).
+    """
+    deleted = 0
+    while True:
+        ids = list(
+            FailureRecord.objects.filter(failed_at__lt=older_than)
+            .order_by("failed_at")
+            .values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            return deleted
+        with transaction.atomic():
+            n, _ = FailureRecord.objects.filter(id__in=ids).delete()
+        deleted += n

@@ -3,10 +3,10 @@
 It owns what the browser sees change without a reload. It tracks which surfaces
 (overview, stream, group, entry pages) have at least one socket, and:
 
-- polls cheap stats for the streams of those surfaces only, on a tick
-  (``settings.ACKBOARD_LIVE_TICK``): one pipelined round trip of ``XINFO STREAM``,
-  ``XINFO GROUPS``, two ``XLEN`` (DLQ, failures) per stream and an ``XPENDING`` summary
-  per open group, all O(1) or O(groups);
+- polls cheap change stamps for the streams of those surfaces only, on a tick
+  (``settings.ACKBOARD_LIVE_TICK``): ``selectors.stream_stamps``, one pipelined round
+  trip of ``XINFO STREAM``, ``XINFO GROUPS``, two ``XLEN`` (DLQ, failures) per stream and
+  an ``XPENDING`` summary per open group, all O(1) or O(groups);
 - wakes at once on new entries (one blocking ``XREAD`` over the open streams, from the
   last ids it polled) and on ``failure`` / ``dead_letter`` / ``action`` events published
   on ``queue_core.keys.EVENTS_CHANNEL``;
@@ -69,7 +69,8 @@ from django.urls import reverse
 from dashboard.connection import get_redis
 from dashboard.models import FailureRecord
 from queue_core import selectors
-from queue_core.keys import EVENTS_CHANNEL, CrossSlotName, stream_keys
+from queue_core.keys import EVENTS_CHANNEL
+from queue_core.types import LiveStamps
 
 log = logging.getLogger("ackboard.live")
 
@@ -109,7 +110,6 @@ MAX_MARKED_STREAMS = 500
 FAILURE_LOG_EVERY_S = 60.0
 #: Characters of an exception's message kept in a failure's log line.
 FAILURE_MESSAGE_CHARS = 200
-_XINFO_STREAM_FIELDS = ("length", "last-generated-id", "entries-added", "max-deleted-entry-id")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -148,75 +148,6 @@ class _PermsUser:
         return ""
 
 
-def _freeze(value: Any) -> Any:
-    """A hashable, comparable copy of a parsed Redis reply."""
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, Exception):
-        return ("error", type(value).__name__)
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class StreamStats:
-    """The cheap stats of one stream, as comparable values (never shown to users)."""
-
-    stream: Any
-    groups: Any
-    dlq_len: Any
-    failures_len: Any
-    last_id: bytes | None
-
-
-def stats_poll(
-    *, client: redis.Redis, streams: Iterable[str], groups: Iterable[tuple[str, str]]
-) -> tuple[dict[str, StreamStats], dict[tuple[str, str], Any]]:
-    """Stats for ``streams`` and XPENDING summaries for ``groups``: one round trip.
-
-    Cost: 4 O(1)/O(groups) commands per stream plus 1 O(consumers) per group. Missing
-    keys and groups come back as comparable error markers, not exceptions.
-    """
-    streams = sorted(set(streams))
-    groups = sorted(set(groups))
-    pipe = client.pipeline(transaction=False)
-    for name in streams:
-        try:
-            keys = stream_keys(name)
-            dlq, failures = keys.dlq, keys.failures
-        except CrossSlotName:
-            dlq = failures = ""
-        pipe.xinfo_stream(name)
-        pipe.xinfo_groups(name)
-        # A cross-slot name has no companions; XLEN of "" is a harmless 0.
-        pipe.xlen(dlq)
-        pipe.xlen(failures)
-    for name, group in groups:
-        pipe.xpending(name, group)
-    replies = pipe.execute(raise_on_error=False)
-    for reply in replies:
-        if isinstance(reply, redis.ConnectionError | redis.TimeoutError):
-            raise reply
-    stats: dict[str, StreamStats] = {}
-    for i, name in enumerate(streams):
-        info, groups_info, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
-        last_id = None
-        if isinstance(info, dict):
-            last_id = info.get("last-generated-id")
-            info = {k: info.get(k) for k in _XINFO_STREAM_FIELDS}
-        stats[name] = StreamStats(
-            stream=_freeze(info),
-            groups=_freeze(groups_info),
-            dlq_len=_freeze(dlq_len),
-            failures_len=_freeze(failures_len),
-            last_id=last_id if isinstance(last_id, bytes) else None,
-        )
-    offset = 4 * len(streams)
-    pending = {key: _freeze(replies[offset + j]) for j, key in enumerate(groups)}
-    return stats, pending
-
-
 def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
     """The newest failure-index row id per stream: one indexed SQL query.
 
@@ -237,20 +168,20 @@ def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
 
 def _signature(
     surface: Surface,
-    stats: dict[str, StreamStats],
-    pending: dict[tuple[str, str], Any],
+    stamps: LiveStamps,
     marks: dict[str, int],
     overview_streams: tuple[str, ...],
 ) -> Any:
+    stats = stamps.streams
     if surface.kind == "overview":
         return tuple((name, stats.get(name), marks.get(name)) for name in overview_streams)
     s = stats.get(surface.stream)
     mark = marks.get(surface.stream)
     if surface.kind == "entry":
         # A new entry on the stream does not change an older entry's state.
-        return None if s is None else (s.groups, s.dlq_len, s.failures_len, mark)
+        return None if s is None else (s.groups, s.dlq_length, s.failures_length, mark)
     if surface.kind == "group":
-        return (s, pending.get((surface.stream, surface.group)), mark)
+        return (s, stamps.pending.get((surface.stream, surface.group)), mark)
     return (s, mark)
 
 
@@ -359,7 +290,7 @@ class _Outcome:
     signatures: dict[Surface, Any]
     marks: dict[str, int]
     html: dict[tuple[Surface, Perms], dict[str, str]]
-    last_ids: dict[str, bytes]
+    last_ids: dict[str, str]
     overview_streams: tuple[str, ...] | None
     polled: tuple[str, ...]
 
@@ -388,7 +319,7 @@ class Broadcaster:
     _signatures: dict[Surface, Any] = field(default_factory=dict)
     _forced: set[tuple[Surface, Perms]] = field(default_factory=set)
     _dirty_streams: set[str] = field(default_factory=set)
-    _last_ids: dict[str, bytes] = field(default_factory=dict)
+    _last_ids: dict[str, str] = field(default_factory=dict)
     _overview_streams: tuple[str, ...] = ()
     _discovered_at: float = 0.0
     _refreshed_at: float = 0.0
@@ -623,9 +554,9 @@ class Broadcaster:
         if has_overview:
             streams.update(shown)
         groups = {(s.stream, s.group) for s in surfaces if s.kind == "group"}
-        stats, pending = stats_poll(client=client, streams=streams, groups=groups)
+        stamps = selectors.stream_stamps(client=client, streams=streams, groups=groups)
         marks = failure_marks(streams=streams)
-        signatures = {s: _signature(s, stats, pending, marks, shown) for s in surfaces}
+        signatures = {s: _signature(s, stamps, marks, shown) for s in surfaces}
         html: dict[tuple[Surface, Perms], dict[str, str]] = {}
         for surface in surfaces:
             wanted = [
@@ -660,7 +591,7 @@ class Broadcaster:
                 continue
             for perms, partials in rendered.items():
                 html[(surface, perms)] = partials
-        last_ids = {name: s.last_id for name, s in stats.items() if s.last_id is not None}
+        last_ids = {n: s.last_id for n, s in stamps.streams.items() if s.last_id is not None}
         return _Outcome(signatures, marks, html, last_ids, overview_streams, tuple(sorted(streams)))
 
     # --- wake-ups -----------------------------------------------------------------------

@@ -24,6 +24,20 @@ class ActionRefused(Exception):  # noqa: N818
     """A service's guard refused the action; the message is shown to the operator as is."""
 
 
+class TooManyFields(ActionRefused):
+    """The entry has more fields than one script can copy (Lua's unpack() limit).
+
+    A certain refusal: the script checked before changing anything, so the entry is where
+    it was (still pending, or still in the DLQ). Retrying will not help; the operator must
+    acknowledge the entry (or delete the dead letter) or have the producer split it.
+    """
+
+    def __init__(self, message: str, *, fields: int, limit: int) -> None:
+        super().__init__(message)
+        self.fields = fields
+        self.limit = limit
+
+
 # --- worker (queue_core.worker) -------------------------------------------------------
 
 
@@ -321,6 +335,31 @@ class StreamDetail:
     info: StreamInfo
     groups: tuple[GroupInfo, ...]
     entries: EntryPage
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStamp:
+    """What a live page compares between two polls of one stream; never shown to users.
+
+    Each field is a hashable copy of one reply (a missing key is an error marker), so two
+    stamps are equal when nothing the stream's pages show has changed. ``last_id`` is the
+    stream's last generated id, where a blocking XREAD for new entries starts.
+    """
+
+    name: str
+    stream: Any
+    groups: Any
+    dlq_length: Any
+    failures_length: Any
+    last_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveStamps:
+    """One poll of open streams (by name) and open groups (by (stream, group))."""
+
+    streams: dict[str, StreamStamp]
+    pending: dict[tuple[str, str], Any]
 
 
 # --- services (queue_core.services) ---------------------------------------------------

@@ -257,3 +257,49 @@ class DeadLetterPageTests:
         add_entries(r, stream, 1)
         page = selectors.dead_letter_page(client=r, stream=stream)
         assert page is not None and page.length == 0 and page.rows == ()
+
+
+class StreamStampsTests:
+    def test_one_round_trip_for_any_number_of_streams_and_groups(
+        self, counting: Any, r: redis.Redis, prefix: str
+    ) -> None:
+        names = [f"{prefix}s{i}" for i in range(5)]
+        for name in names:
+            make_pending(r, name, "g", "c1", 2)
+        CountingRedis.round_trips = 0
+        stamps = selectors.stream_stamps(
+            client=counting, streams=names, groups=[(n, "g") for n in names]
+        )
+        assert CountingRedis.round_trips == 1
+        assert set(stamps.streams) == set(names) and len(stamps.pending) == 5
+
+    def test_stamp_moves_with_what_the_pages_show(self, r: redis.Redis, stream: str) -> None:
+        make_pending(r, stream, "g", "c1", 2)
+
+        def poll() -> Any:
+            stamps = selectors.stream_stamps(client=r, streams=[stream], groups=[(stream, "g")])
+            return stamps.streams[stream], stamps.pending[(stream, "g")]
+
+        first, pending = poll()
+        assert poll() == (first, pending), "nothing changed, nothing moves"
+        # Length stays 2, but the last id and entries-added move.
+        r.xdel(stream, r.xrange(stream, count=1)[0][0])
+        r.xadd(stream, {"n": "x"})
+        second, _ = poll()
+        assert second.stream != first.stream
+        assert second.last_id == r.xinfo_stream(stream)["last-generated-id"].decode()
+        r.xadd(stream_keys(stream).dlq, {"x": "1"})
+        third, _ = poll()
+        assert third.dlq_length != second.dlq_length and third.groups == second.groups
+        r.xack(stream, "g", r.xpending_range(stream, "g", "-", "+", 1)[0]["message_id"])
+        fourth, after_ack = poll()
+        assert after_ack != pending and fourth.groups != third.groups
+
+    def test_missing_stream_and_group_are_markers_not_errors(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        stamps = selectors.stream_stamps(client=r, streams=[stream], groups=[(stream, "none")])
+        stamp = stamps.streams[stream]
+        assert stamp.stream == ("error", "ResponseError") and stamp.last_id is None
+        assert stamps.pending[(stream, "none")] == ("error", "ResponseError")
+        hash(stamps.streams[stream])  # comparable and hashable

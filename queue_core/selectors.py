@@ -33,8 +33,10 @@ from queue_core.types import (
     GroupInfo,
     GroupStats,
     LiveStamps,
+    PendingEntry,
     PendingPage,
     PendingRow,
+    PendingSummary,
     StreamDetail,
     StreamEntry,
     StreamInfo,
@@ -634,3 +636,70 @@ def stream_stamps(
     offset = 4 * len(names)
     pending = {pair: _stamp(replies[offset + j]) for j, pair in enumerate(pairs)}
     return LiveStamps(streams=stamps, pending=pending)
+
+
+# --- what an operator action reads ------------------------------------------------------
+
+
+def _no_group(exc: redis.ResponseError) -> bool:
+    """NOGROUP or WRONGTYPE: there is no such group to read. Any other error reply is not
+    "missing" (an ACL refusal, say) and is raised by the caller."""
+    return str(exc).startswith(("NOGROUP", "WRONGTYPE"))
+
+
+def pending_entry_fetch(
+    *, client: redis.Redis, stream: str, group: str, entry_id: str
+) -> PendingEntry | None:
+    """One entry as ``group`` sees it: its pending row and its payload, in one round trip.
+
+    ``XPENDING key group id id 1`` and ``XRANGE key id id``, pipelined, O(log n) each (the
+    XRANGE sends the payload, so this is for one entry an operator acts on, not for a
+    table). None when the stream or the group does not exist. ``entry_id`` must be a
+    valid id (``services.entry_id_check``).
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
+    pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
+    pending, found = pipe.execute(raise_on_error=False)
+    _raise_transport([pending, found])
+    if isinstance(pending, redis.ResponseError):
+        if _no_group(pending):
+            return None
+        raise pending
+    entry = None
+    if isinstance(found, list) and found and found[0][1] is not None:
+        entry = _entry(found[0])
+    row = _pending_row(pending[0], entry) if pending else None
+    return PendingEntry(id=entry_id, row=row, in_stream=entry is not None)
+
+
+def pending_summary(*, client: redis.Redis, stream: str, group: str) -> PendingSummary | None:
+    """The XPENDING summary of ``group``: one round trip, O(1) plus O(consumers).
+
+    None when the stream or the group does not exist.
+    """
+    try:
+        summary = client.xpending(stream, group)
+    except redis.ResponseError as exc:
+        if _no_group(exc):
+            return None
+        raise
+    return PendingSummary(
+        pending=int(summary.get("pending", 0)),
+        oldest_id=_text(summary.get("min")) or None,
+        newest_id=_text(summary.get("max")) or None,
+    )
+
+
+def dead_letter_fetch(*, client: redis.Redis, stream: str, dlq_id: str) -> DeadLetterRow | None:
+    """One dead-lettered entry of ``stream`` with its origin metadata: one ``XRANGE id id``
+    of the DLQ, O(log n). None when it is not there (replayed or deleted already), when
+    the DLQ key is not a stream, or when ``stream`` cannot have companions."""
+    companions = _companions(stream)
+    if companions is None:
+        return None
+    try:
+        found = client.xrange(companions[0], min=dlq_id, max=dlq_id, count=1)
+    except redis.ResponseError:
+        return None
+    return _dead_letter_row(found[0]) if found else None

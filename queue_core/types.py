@@ -338,6 +338,29 @@ class StreamDetail:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingEntry:
+    """One entry as one group sees it, read before and after an operator acts on it.
+
+    ``row`` is its pending row (with the payload in ``row.entry`` while the stream holds
+    it), or None when the group does not hold it pending; ``in_stream`` says whether the
+    stream still holds the id (False: trimmed, deleted, or never added).
+    """
+
+    id: str
+    row: PendingRow | None
+    in_stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSummary:
+    """A group's XPENDING summary: how many entries are pending, and the id range."""
+
+    pending: int
+    oldest_id: str | None
+    newest_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StreamStamp:
     """What a live page compares between two polls of one stream; never shown to users.
 

@@ -303,3 +303,84 @@ class StreamStampsTests:
         assert stamp.stream == ("error", "ResponseError") and stamp.last_id is None
         assert stamps.pending[(stream, "none")] == ("error", "ResponseError")
         hash(stamps.streams[stream])  # comparable and hashable
+
+
+class PendingEntryFetchTests:
+    def test_pending_row_and_payload_in_one_round_trip(
+        self, counting: Any, r: redis.Redis, stream: str
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        CountingRedis.round_trips = 0
+        found = selectors.pending_entry_fetch(
+            client=counting, stream=stream, group="g", entry_id=entry_id
+        )
+        assert CountingRedis.round_trips == 1
+        assert found is not None and found.in_stream and found.row is not None
+        assert (found.row.id, found.row.consumer, found.row.deliveries) == (entry_id, "c1", 1)
+        assert found.row.entry is not None and dict(found.row.entry.fields)[b"n"] == b"0"
+
+    def test_acked_trimmed_and_unknown_entries(self, r: redis.Redis, stream: str) -> None:
+        acked, trimmed = make_pending(r, stream, "g", "c1", 2)
+        r.xack(stream, "g", acked)
+        r.xdel(stream, trimmed)
+        was_acked = selectors.pending_entry_fetch(
+            client=r, stream=stream, group="g", entry_id=acked
+        )
+        assert was_acked is not None and was_acked.row is None and was_acked.in_stream
+        gone = selectors.pending_entry_fetch(client=r, stream=stream, group="g", entry_id=trimmed)
+        assert gone is not None and gone.row is not None and not gone.in_stream
+        assert gone.row.payload_missing
+        never = selectors.pending_entry_fetch(client=r, stream=stream, group="g", entry_id="1-1")
+        assert never is not None and never.row is None and not never.in_stream
+
+    def test_unknown_group_stream_or_key_type_is_none(
+        self, r: redis.Redis, stream: str, prefix: str
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        r.set(prefix + "plain", "x")
+        for name, group in ((stream, "nope"), (stream + "x", "g"), (prefix + "plain", "g")):
+            assert (
+                selectors.pending_entry_fetch(client=r, stream=name, group=group, entry_id=entry_id)
+                is None
+            )
+
+
+class PendingSummaryTests:
+    def test_counts_and_id_range(self, r: redis.Redis, stream: str) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        summary = selectors.pending_summary(client=r, stream=stream, group="g")
+        assert summary is not None
+        assert (summary.pending, summary.oldest_id, summary.newest_id) == (3, ids[0], ids[2])
+        r.xack(stream, "g", *ids)
+        empty = selectors.pending_summary(client=r, stream=stream, group="g")
+        assert empty is not None and (empty.pending, empty.oldest_id) == (0, None)
+
+    def test_unknown_group_or_stream_is_none(self, r: redis.Redis, stream: str) -> None:
+        assert selectors.pending_summary(client=r, stream=stream, group="g") is None
+        make_group(r, stream, "g")
+        assert selectors.pending_summary(client=r, stream=stream, group="other") is None
+
+
+class DeadLetterFetchTests:
+    def test_one_dead_letter_with_its_origin(self, r: redis.Redis, stream: str) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        moved = services.entry_dead_letter(
+            client=r, stream=stream, group="g", entry_id=entry_id, reason="bad", operator="op"
+        )
+        assert moved is not None
+        row = selectors.dead_letter_fetch(client=r, stream=stream, dlq_id=moved.dlq_id)
+        assert row is not None
+        assert (row.id, row.origin_id, row.group, row.reason) == (
+            moved.dlq_id,
+            entry_id,
+            "g",
+            "bad",
+        )
+        assert (row.operator, row.deliveries, row.consumer) == ("op", 1, "c1")
+
+    def test_missing_entry_or_key_of_another_type_is_none(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        assert selectors.dead_letter_fetch(client=r, stream=stream, dlq_id="1-1") is None
+        r.set(stream_keys(stream).dlq, "not a stream")
+        assert selectors.dead_letter_fetch(client=r, stream=stream, dlq_id="1-1") is None

@@ -8,8 +8,9 @@ Cost: CPU only, linear in the record's size.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from dashboard.models import FailureRecord
@@ -50,6 +51,39 @@ def failure_record_parse(
     ``error_type="Malformed"``; the message says what was wrong and the traceback keeps
     the raw fields, so nothing is silently dropped. Pure: no I/O.
     """
+    text, problems = _fields_decode(fields)
+    missing = [name for name in REQUIRED_FIELDS if name not in text]
+    if missing:
+        problems.append("missing " + ", ".join(missing))
+    attempt, attempt_problem = _attempt_parse(text.get("attempt"))
+    duration_ms, duration_problem = _duration_parse(text.get("duration_ms", ""))
+    failed_at, failed_at_problem = _failed_at_parse(text.get("failed_at_ms"), source_id)
+    entry_id, entry_id_problem = _entry_id_parse(text.get("entry_id", ""))
+    problems += [
+        p for p in (attempt_problem, duration_problem, failed_at_problem, entry_id_problem) if p
+    ]
+    error_type, message, traceback = _error_describe(text, problems)
+    return FailureRecord(
+        failures_key=_short("failures_key", failures_key),
+        source_id=source_id,
+        stream=_short("stream", stream),
+        group=_short("group", text.get("group", "")),
+        entry_id=entry_id,
+        consumer=_short("consumer", text.get("consumer", "")),
+        attempt=attempt,
+        error_type=_short("error_type", error_type),
+        message=_clean(message, MESSAGE_CAP),
+        traceback=_clean(traceback, TRACEBACK_CAP, tail=True),
+        duration_ms=duration_ms,
+        failed_at=failed_at,
+    )
+
+
+# -- the steps: each returns its value and the problem it found (None if it parsed) -----
+
+
+def _fields_decode(fields: Mapping[bytes, bytes]) -> tuple[dict[str, str], list[str]]:
+    """The fields as text, and one problem per value that is not UTF-8 (kept, replaced)."""
     problems: list[str] = []
     text: dict[str, str] = {}
     for raw_key, raw_value in fields.items():
@@ -59,66 +93,71 @@ def failure_record_parse(
         except UnicodeDecodeError:
             text[key] = raw_value.decode("utf-8", "replace")
             problems.append(f"{key} is not UTF-8")
-    missing = [name for name in REQUIRED_FIELDS if name not in text]
-    if missing:
-        problems.append("missing " + ", ".join(missing))
+    return text, problems
 
-    attempt = 0
-    if "attempt" in text:
-        try:
-            attempt = int(text["attempt"])
-            if not 0 <= attempt <= 2_147_483_647:
-                raise ValueError
-        except ValueError:
-            attempt = 0
-            problems.append(f"attempt {text['attempt'][:40]!r} is not a count")
-    duration_ms: float | None = None
-    if text.get("duration_ms", "") != "":
-        try:
-            duration_ms = float(text["duration_ms"])
-            if duration_ms != duration_ms or duration_ms in (float("inf"), float("-inf")):
-                raise ValueError
-        except ValueError:
-            duration_ms = None
-            problems.append(f"duration_ms {text['duration_ms'][:40]!r} is not a number")
-    # The record's own stream id is its write time: the fallback when failed_at_ms is bad.
-    failed_at = _ms_datetime(int(source_id.partition("-")[0]))
-    if "failed_at_ms" in text:
-        try:
-            failed_at = _ms_datetime(int(text["failed_at_ms"]))
-        except (ValueError, OverflowError, OSError):
-            problems.append(f"failed_at_ms {text['failed_at_ms'][:40]!r} is not a time")
-    entry_id = text.get("entry_id", "")
-    if entry_id and not _ENTRY_ID.match(entry_id):
-        problems.append(f"entry_id {entry_id[:45]!r} is not a stream id")
-        entry_id = ""
 
+def _attempt_parse(value: str | None) -> tuple[int, str | None]:
+    """The attempt count; 0 when absent (reported as missing) or not a 32-bit count."""
+    if value is None:
+        return 0, None
+    try:
+        attempt = int(value)
+    except ValueError:
+        attempt = -1
+    if not 0 <= attempt <= 2_147_483_647:
+        return 0, f"attempt {value[:40]!r} is not a count"
+    return attempt, None
+
+
+def _duration_parse(value: str) -> tuple[float | None, str | None]:
+    """The handler's duration in ms; None when empty (a trimmed payload) or not finite."""
+    if value == "":
+        return None, None
+    try:
+        duration_ms = float(value)
+    except ValueError:
+        duration_ms = math.nan
+    if not math.isfinite(duration_ms):
+        return None, f"duration_ms {value[:40]!r} is not a number"
+    return duration_ms, None
+
+
+def _failed_at_parse(value: str | None, source_id: str) -> tuple[datetime, str | None]:
+    """When the attempt failed; the record's own stream id (its write time) stands in
+    when ``failed_at_ms`` is absent or not a time."""
+    fallback = _ms_datetime(int(source_id.partition("-")[0]))
+    if value is None:
+        return fallback, None
+    try:
+        return _ms_datetime(int(value)), None
+    except (ValueError, OverflowError, OSError):
+        return fallback, f"failed_at_ms {value[:40]!r} is not a time"
+
+
+def _entry_id_parse(value: str) -> tuple[str, str | None]:
+    """The failed entry's stream id; "" when absent or not a stream id (no link is made)."""
+    if value and not _ENTRY_ID.match(value):
+        return "", f"entry_id {value[:45]!r} is not a stream id"
+    return value, None
+
+
+def _error_describe(text: Mapping[str, str], problems: Sequence[str]) -> tuple[str, str, str]:
+    """``(error_type, message, traceback)``: the record's own, or for a malformed record
+    ``Malformed``, what was wrong (with the original error), and the raw fields."""
     error_type = text.get("error_type", "")
     message = text.get("message", "")
     traceback = text.get("traceback", "")
-    if problems:
-        original = f"{error_type}: {message}" if (error_type or message) else ""
-        message = "Malformed failure record: " + "; ".join(problems)
-        if original:
-            message += " | original: " + original
-        raw = "\n".join(f"{k} = {v[:500]!r}" for k, v in text.items())
-        traceback = (traceback + "\n\n" if traceback else "") + "[raw record]\n" + raw
-        error_type = MALFORMED
+    if not problems:
+        return error_type, message, traceback
+    original = f"{error_type}: {message}" if (error_type or message) else ""
+    message = "Malformed failure record: " + "; ".join(problems)
+    if original:
+        message += " | original: " + original
+    raw = "\n".join(f"{k} = {v[:500]!r}" for k, v in text.items())
+    traceback = (traceback + "\n\n" if traceback else "") + "[raw record]\n" + raw
+    return MALFORMED, message, traceback
 
-    def short(name: str, value: str) -> str:
-        return _clean(value, _MAX_LEN[name])
 
-    return FailureRecord(
-        failures_key=short("failures_key", failures_key),
-        source_id=source_id,
-        stream=short("stream", stream),
-        group=short("group", text.get("group", "")),
-        entry_id=entry_id,
-        consumer=short("consumer", text.get("consumer", "")),
-        attempt=attempt,
-        error_type=short("error_type", error_type),
-        message=_clean(message, MESSAGE_CAP),
-        traceback=_clean(traceback, TRACEBACK_CAP, tail=True),
-        duration_ms=duration_ms,
-        failed_at=failed_at,
-    )
+def _short(name: str, value: str) -> str:
+    """``value`` capped to the column ``name``'s max_length."""
+    return _clean(value, _MAX_LEN[name])

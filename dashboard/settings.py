@@ -199,7 +199,7 @@ ACKBOARD_LIVE_RECHECK = float(os.environ.get("ACKBOARD_LIVE_RECHECK", "2.0"))
 # the sockets of this process: its groups are per process anyway, so a push never needs
 # Redis, and a Redis restart (which empties channels-redis's group sets) cannot silence an
 # open socket. "shared" is channels-redis, for what must reach every web process: the
-# notice that a session ended (dashboard/consumers.py).
+# notice that a session ended (dashboard/live/session.py).
 #
 # The Redis layer's connection is configured explicitly. channels-redis receives with a
 # 5 s blocking pop (BZPOPMIN); from a bare URL, redis-py 8 gives the connection a 5 s read

@@ -1,4 +1,5 @@
-"""``{% live_url "group" stream=… group=… %}``: the socket path of a page's live surface."""
+"""``{% live_url "group" stream=… group=… %}``: the socket path of a page's live surface
+(a kind of ``dashboard.live.registry.KINDS``)."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def stream_health(*, summary: StreamSummary, failures_last_hour: int, now_ms: in
     return Health("ok", "ok", ("no stuck entries, failures or dead letters",))
 
 
-# --- contexts (shared with dashboard.broadcaster) ---------------------------------------
+# --- contexts (shared with the live surfaces, dashboard.live.registry) -----------------
 
 
 def _now_ms() -> int:

@@ -22,9 +22,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from dashboard import broadcaster as live
 from dashboard.asgi import application
-from dashboard.broadcaster import Broadcaster, Surface, get_broadcaster
+from dashboard.live import logs, registry
+from dashboard.live.broadcaster import Broadcaster, get_broadcaster
+from dashboard.live.registry import Surface
 from dashboard.routing import live_path
 from tests.factories import add_entries
 
@@ -69,7 +70,7 @@ def viewer_headers(django_user_model: Any) -> Callable[[], Awaitable[list[tuple[
 def broken(monkeypatch: pytest.MonkeyPatch, prefix: str) -> str:
     """A stream whose surfaces cannot be rendered: its page context raises, deeply."""
     name = prefix + "broken"
-    real = live.surface_context
+    real = registry.surface_context
 
     def context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
         if surface.stream == name:
@@ -80,7 +81,7 @@ def broken(monkeypatch: pytest.MonkeyPatch, prefix: str) -> str:
             down(0)  # a RecursionError with a long traceback, like the hostile payload's
         return real(surface=surface, client=client)
 
-    monkeypatch.setattr(live, "surface_context", context)
+    monkeypatch.setattr(registry, "surface_context", context)
     return name
 
 
@@ -151,7 +152,7 @@ class SurfaceIsolationTests:
         caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        monkeypatch.setattr(live, "FAILURE_LOG_EVERY_S", 0.5)
+        monkeypatch.setattr(logs, "LOG_EVERY_S", 0.5)
         caplog.set_level(logging.INFO, logger="ackboard.live")
         add_entries(r, broken, 1)
         ws = WebsocketCommunicator(
@@ -177,8 +178,8 @@ class OutageLogTests:
     def test_outage_warnings_are_rate_limited_and_untraced(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
-        failures = live.FailureLog()
-        with caplog.at_level(logging.WARNING, logger=live.log.name):
+        failures = logs.FailureLog()
+        with caplog.at_level(logging.WARNING, logger=logs.log.name):
             for _ in range(50):
                 failures.report("poll", "live poll", redis.ConnectionError("refused"), traced=False)
         [record] = [r for r in caplog.records if "live poll" in r.getMessage()]

@@ -22,7 +22,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.asgi import application
-from dashboard.broadcaster import Broadcaster, get_broadcaster
+from dashboard.live.broadcaster import Broadcaster, get_broadcaster
 from dashboard.models import FailureRecord
 from dashboard.routing import live_path
 from queue_core.events import event_publish

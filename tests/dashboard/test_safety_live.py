@@ -7,7 +7,8 @@ import pytest
 import redis
 
 from dashboard import routing
-from dashboard.broadcaster import Broadcaster
+from dashboard.live.broadcaster import Broadcaster
+from dashboard.live.registry import KINDS
 from dashboard.routing import live_path
 from tests.dashboard import test_live as live
 from tests.dashboard.test_live import (
@@ -37,8 +38,8 @@ def _paths(stream: str, entry_id: str) -> dict[str, str]:
 
 
 class SocketAuthEveryRouteTests:
-    def test_routes_are_the_four_surfaces(self) -> None:
-        assert len(routing.websocket_urlpatterns) == 4
+    def test_routes_are_the_registered_surfaces(self) -> None:
+        assert len(routing.websocket_urlpatterns) == len(KINDS) == 4
 
     async def test_anonymous_and_unprivileged_are_closed(
         self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str

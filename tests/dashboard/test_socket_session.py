@@ -22,8 +22,8 @@ from django.contrib.auth.models import Permission, User
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from dashboard import consumers
-from dashboard.broadcaster import Broadcaster
+from dashboard.live import consumers, session
+from dashboard.live.broadcaster import Broadcaster
 from dashboard.routing import live_path
 from tests.dashboard import test_live as live
 from tests.dashboard.test_channel_layer import _layer_config
@@ -130,7 +130,7 @@ class SessionEndTests:
         ws = await _open_group_socket(login, r, stream)
         await sync_to_async(login.client.logout)()
         code, took = await _closed_with(ws, timeout=2.0)
-        assert code == consumers.CLOSE_LOGIN
+        assert code == session.CLOSE_LOGIN
         assert took < 1.0
         assert broadcaster.sockets() == 0, "a closed socket gets no more pushes"
 
@@ -150,7 +150,7 @@ class SessionEndTests:
         config["prefix"] = prefix + "channels:"
         live_settings.CHANNEL_LAYERS = {
             "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
-            consumers.SHARED_LAYER: {
+            session.SHARED_LAYER: {
                 "BACKEND": "channels_redis.core.RedisChannelLayer",
                 "CONFIG": config,
             },
@@ -158,7 +158,7 @@ class SessionEndTests:
         live_settings.ACKBOARD_LIVE_RECHECK = 60.0
         login = await login_as("view_queues")
         ws = await _open_group_socket(login, r, stream)
-        session_group = consumers.session_group(login.client.session.session_key)
+        session_group = session.session_group(login.client.session.session_key)
         group_key = f"{config['prefix']}:group:{session_group}"  # channels-redis's naming
         deadline = time.monotonic() + 2
         while not r.exists(group_key) and time.monotonic() < deadline:
@@ -166,7 +166,7 @@ class SessionEndTests:
         assert r.exists(group_key), "the socket joined its session group in Redis"
         await sync_to_async(login.client.logout)()
         code, took = await _closed_with(ws, timeout=2.0)
-        assert code == consumers.CLOSE_LOGIN
+        assert code == session.CLOSE_LOGIN
         assert took < 1.0
 
     async def test_logout_of_another_session_leaves_this_one_open(
@@ -199,7 +199,7 @@ class SessionEndTests:
         # e.g. an admin clearing sessions, or the session expiring, without a logout view
         await sync_to_async(Session.objects.all().delete)()
         code, _ = await _closed_with(ws, timeout=2.0)
-        assert code == consumers.CLOSE_LOGIN
+        assert code == session.CLOSE_LOGIN
         assert broadcaster.sockets() == 0
 
     async def test_password_change_elsewhere_closes_the_socket(
@@ -215,7 +215,7 @@ class SessionEndTests:
         login.user.set_password("a new password")
         await _save(login.user)
         code, _ = await _closed_with(ws, timeout=2.0)
-        assert code == consumers.CLOSE_LOGIN
+        assert code == session.CLOSE_LOGIN
 
 
 class UserChangeTests:
@@ -226,7 +226,7 @@ class UserChangeTests:
         ws = await _open_group_socket(login, r, stream)
         await _save(login.user, is_active=False)
         code, took = await _closed_with(ws, timeout=4.0)
-        assert code == consumers.CLOSE_LOGIN
+        assert code == session.CLOSE_LOGIN
         assert took <= 3.0, "within a few seconds"
         assert broadcaster.sockets() == 0
 
@@ -242,7 +242,7 @@ class UserChangeTests:
         ws = await _open_group_socket(login, r, stream)
         await _revoke(login.user, "view_queues")
         code, _ = await _closed_with(ws, timeout=2.0)
-        assert code == consumers.CLOSE_FORBIDDEN
+        assert code == session.CLOSE_FORBIDDEN
         assert broadcaster.sockets() == 0
         assert broadcaster.open_surfaces() == set()
 

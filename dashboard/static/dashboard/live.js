@@ -20,7 +20,7 @@
   "use strict";
   const held = new Map();
   const state = { socket: "none", closeCode: 0, selecting: false, hidden: document.hidden };
-  // Why the server closed the socket for good (see dashboard/consumers.py).
+  // Why the server closed the socket for good (see dashboard/live/session.py, consumers.py).
   const refused = {
     4401: "offline · log in again",
     4403: "offline · no permission",

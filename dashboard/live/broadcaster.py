@@ -1,7 +1,7 @@
 """The live-update broadcaster: one per web process, shared by every open socket.
 
-It owns what the browser sees change without a reload. It tracks which surfaces
-(overview, stream, group, entry pages) have at least one socket, and:
+It owns what the browser sees change without a reload. It tracks which surfaces (the
+kinds in ``dashboard.live.registry``) have at least one socket, and:
 
 - polls cheap change stamps for the streams of those surfaces only, on a tick
   (``settings.ACKBOARD_LIVE_TICK``): ``selectors.stream_stamps``, one pipelined round
@@ -9,11 +9,12 @@ It owns what the browser sees change without a reload. It tracks which surfaces
   an ``XPENDING`` summary per open group, all O(1) or O(groups);
 - wakes at once on new entries (one blocking ``XREAD`` over the open streams, from the
   last ids it polled) and on ``failure`` / ``dead_letter`` / ``action`` events published
-  on ``queue_core.keys.EVENTS_CHANNEL``;
-- re-renders a surface's partials only when its stats changed (or an event touched its
-  stream), once per surface and distinct permission set, never per socket, and pushes
-  only the partials whose HTML changed, to the surface's channels group.
-
+  on ``queue_core.keys.EVENTS_CHANNEL`` (dead-letter actions and the worker's dead
+  letters publish them, so a DLQ page hears of them at once);
+- re-renders a surface's partials only when its signature over the poll changed (or an
+  event touched its stream), once per surface and distinct permission set, never per
+  socket, and pushes only the partials whose HTML changed, to the surface's channels
+  group;
 - after a ``failure`` event, checks the failure index (one SQL query, no Redis) every
   50 ms for 2 s, because pages show failures from the index that the ingestor fills a
   moment after the worker wrote ``{S}:failures``.
@@ -22,18 +23,15 @@ So Redis load grows with the number of *open streams*, never with the number of 
 
 Each surface is rendered and pushed on its own: one that fails (a template or payload bug,
 a hostile value) is skipped and the others go on. Its failure is logged at most once a
-minute per surface (``FAILURE_LOG_EVERY_S``), as one short line, with the traceback only
-the first time, so a failure that repeats every cycle cannot flood the log.
-It never writes to Redis and never renders for one user: partials are rendered with a
-stand-in user that has only a permission set and a stand-in request that only knows
-the page's path, from a plain dict, so no CSRF token or per-user state can leak into a
-shared push.
+minute per surface (``dashboard.live.logs``), as one short line, with the traceback only
+the first time, so a failure that repeats every cycle cannot flood the log. It never
+writes to Redis and never renders for one user (``dashboard.live.render``).
 
-Paged or filtered tables (pending entries, latest entries) are pushed as their default
-view only: the first page, unfiltered. A browser showing a deeper page or a filter has
-that table marked ``data-live="off"`` and live.js leaves it alone, so one rendering per
-surface still serves everyone (rendering every view anyone looks at would make the cost
-grow with what users do).
+Paged or filtered tables (pending entries, latest entries, dead letters) are pushed as
+their default view only: the first page, unfiltered. A browser showing a deeper page or
+a filter has that table marked ``data-live="off"`` and live.js leaves it alone, so one
+rendering per surface still serves everyone (rendering every view anyone looks at would
+make the cost grow with what users do).
 
 Groups are per process (the name carries a random token) because each process renders
 for its own sockets; processes share change *events* through Redis pub/sub.
@@ -45,7 +43,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import logging
 import secrets
 import time
 from collections import Counter
@@ -53,41 +50,31 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
 import redis
 import redis.asyncio as aioredis
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth.context_processors import PermWrapper
 from django.db import close_old_connections
 from django.db.models import Max
-from django.http import Http404, HttpRequest
-from django.template.loader import render_to_string
-from django.urls import reverse
+from django.http import Http404
 
 from dashboard.connection import get_redis
+from dashboard.live import registry
+from dashboard.live.logs import FailureLog, log
+from dashboard.live.registry import Perms, Poll, Surface
+from dashboard.live.render import surface_render
 from dashboard.models import FailureRecord
 from queue_core import selectors
+from queue_core.backoff import Backoff
 from queue_core.keys import EVENTS_CHANNEL
-from queue_core.types import LiveStamps
 
-log = logging.getLogger("ackboard.live")
-
-#: Permission names (``dashboard.retry_entry``, …) a rendering is made for.
-Perms = frozenset[str]
 T = TypeVar("T")
+#: A surface and the permission set one rendering of it is made for.
+Key = tuple[Surface, Perms]
 
 #: Event types that make the broadcaster re-render at once rather than on the next tick.
 REACT_TO = frozenset({"failure", "dead_letter", "action"})
-#: Partials of each surface kind: (template, partial names). Each partial's root element
-#: id equals its name, which is what the browser swaps.
-PARTIALS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "overview": ("dashboard/overview.html", ("stream-table",)),
-    "stream": ("dashboard/stream.html", ("stream-facts", "group-table", "entry-table")),
-    "group": ("dashboard/group.html", ("group-summary", "consumer-table", "pending-table")),
-    "entry": ("dashboard/entry.html", ("entry-state", "failure-history")),
-}
 #: Minimum gap between two poll+render cycles: an event or XADD storm costs at most four
 #: renders and pushes a second, whatever its rate. A change after a quiet spell is still
 #: pushed at once.
@@ -106,46 +93,6 @@ FAILURE_WATCH_EVERY_S = 0.05
 FAILURE_WATCH_FOR_S = 2.0
 #: The failure-index check covers at most this many streams (the overview's first ones).
 MAX_MARKED_STREAMS = 500
-#: A surface (or the cycle itself) that keeps failing is logged at most this often.
-FAILURE_LOG_EVERY_S = 60.0
-#: Characters of an exception's message kept in a failure's log line.
-FAILURE_MESSAGE_CHARS = 200
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Surface:
-    """One live page context. ``kind`` is overview, stream, group or entry."""
-
-    kind: str
-    stream: str = ""
-    group: str = ""
-    entry_id: str = ""
-
-
-class _PermsUser:
-    """Stands in for ``request.user`` when one rendering serves everyone with ``perms``."""
-
-    is_authenticated = True
-    is_anonymous = False
-    is_active = True
-    is_staff = False
-    is_superuser = False
-    pk = None
-
-    def __init__(self, perms: Perms) -> None:
-        self._perms = perms
-
-    def has_perm(self, perm: str, obj: object = None) -> bool:
-        return perm in self._perms
-
-    def has_perms(self, perm_list: Iterable[str], obj: object = None) -> bool:
-        return all(p in self._perms for p in perm_list)
-
-    def has_module_perms(self, app_label: str) -> bool:
-        return any(p.startswith(app_label + ".") for p in self._perms)
-
-    def get_username(self) -> str:
-        return ""
 
 
 def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
@@ -166,120 +113,6 @@ def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
     return dict(rows)
 
 
-def _signature(
-    surface: Surface,
-    stamps: LiveStamps,
-    marks: dict[str, int],
-    overview_streams: tuple[str, ...],
-) -> Any:
-    stats = stamps.streams
-    if surface.kind == "overview":
-        return tuple((name, stats.get(name), marks.get(name)) for name in overview_streams)
-    s = stats.get(surface.stream)
-    mark = marks.get(surface.stream)
-    if surface.kind == "entry":
-        # A new entry on the stream does not change an older entry's state.
-        return None if s is None else (s.groups, s.dlq_length, s.failures_length, mark)
-    if surface.kind == "group":
-        return (s, stamps.pending.get((surface.stream, surface.group)), mark)
-    return (s, mark)
-
-
-def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
-    """The page context of a surface's default view (first page, no filters)."""
-    from dashboard.views import pages  # the pages module imports views machinery
-
-    if surface.kind == "overview":
-        return pages.overview_context(client=client)
-    if surface.kind == "stream":
-        return pages.stream_context(client=client, stream=surface.stream)
-    if surface.kind == "group":
-        return pages.group_context(client=client, stream=surface.stream, group=surface.group)
-    return pages.entry_context(client=client, stream=surface.stream, entry_id=surface.entry_id)
-
-
-def surface_path(surface: Surface) -> str:
-    """The page URL path of a surface's default view, decoded like ``request.path``."""
-    if surface.kind == "overview":
-        url = reverse("dashboard:overview")
-    elif surface.kind == "stream":
-        url = reverse("dashboard:stream-detail", args=[surface.stream])
-    elif surface.kind == "group":
-        url = reverse("dashboard:group-detail", args=[surface.stream, surface.group])
-    else:
-        url = reverse("dashboard:entry-detail", args=[surface.stream, surface.entry_id])
-    return unquote(url)
-
-
-def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -> dict[str, str]:
-    """Each partial of ``surface`` rendered for users with ``perms``: {partial name: html}.
-
-    Rendered from a plain dict, not a RequestContext: no context processor runs, so no
-    CSRF token is minted (a shared push must not carry one user's token; htmx sends
-    the page's own token in the X-CSRFToken header). ``request`` is a stand-in that
-    only knows the page's path, for "next" links.
-    """
-    template, partials = PARTIALS[surface.kind]
-    user = _PermsUser(perms)
-    request = HttpRequest()
-    request.method = "GET"
-    request.path = request.path_info = surface_path(surface)
-    request.user = user  # type: ignore[assignment]
-    # No "csrf_token" key: {% csrf_token %} renders nothing (with a warning under DEBUG).
-    ctx = {**context, "user": user, "perms": PermWrapper(user), "request": request}
-    return {name: render_to_string(f"{template}#{name}", ctx) for name in partials}
-
-
-class FailureLog:
-    """Logs repeated failures briefly: per key (a surface, or the cycle), at most once per
-    ``FAILURE_LOG_EVERY_S``, with the traceback only the first time and, later, how many
-    failures were not logged. Thread-safe enough for its two callers (the loop and the
-    render thread): a lost count under a race costs one number in a log line."""
-
-    #: Keys remembered; the oldest are forgotten past this (a key is a few hundred bytes).
-    MAX_KEYS = 1024
-
-    def __init__(self) -> None:
-        self._logged_at: dict[Any, float] = {}
-        self._unlogged: Counter[Any] = Counter()
-        self._traced: set[Any] = set()
-
-    def report(self, key: Any, what: str, exc: BaseException, *, traced: bool = True) -> None:
-        """Log ``what`` failed; ``traced=False`` (a Redis outage: the message says it all)
-        logs a warning without a traceback."""
-        now = time.monotonic()
-        last = self._logged_at.get(key)
-        if last is not None and now - last < FAILURE_LOG_EVERY_S:
-            self._unlogged[key] += 1
-            return
-        if len(self._logged_at) >= self.MAX_KEYS:
-            oldest = min(self._logged_at, key=self._logged_at.__getitem__)
-            self._logged_at.pop(oldest, None)
-            self._unlogged.pop(oldest, None)
-            self._traced.discard(oldest)
-        self._logged_at[key] = now
-        unlogged = self._unlogged.pop(key, 0)
-        message = str(exc)[:FAILURE_MESSAGE_CHARS]
-        line = f"{what} failed ({type(exc).__name__}: {message}); skipped"
-        if unlogged:
-            line += f", and {unlogged} more time{'s' if unlogged != 1 else ''} since last logged"
-        if not traced:
-            log.warning("%s", line)
-        elif key in self._traced:
-            log.error("%s", line)
-        else:
-            self._traced.add(key)
-            log.error("%s; traceback (shown once):", line, exc_info=exc)
-
-
-def _surface_label(surface: Surface) -> str:
-    """A surface in a log line: its kind and names, each cut to a readable length."""
-    parts = [surface.kind] + [
-        p[:80] for p in (surface.stream, surface.group, surface.entry_id) if p
-    ]
-    return "live surface " + " ".join(repr(p) if i else p for i, p in enumerate(parts))
-
-
 def _marks_fresh(streams: set[str]) -> dict[str, int]:
     close_old_connections()
     return failure_marks(streams=streams)
@@ -289,7 +122,7 @@ def _marks_fresh(streams: set[str]) -> dict[str, int]:
 class _Outcome:
     signatures: dict[Surface, Any]
     marks: dict[str, int]
-    html: dict[tuple[Surface, Perms], dict[str, str]]
+    html: dict[Key, dict[str, str]]
     last_ids: dict[str, str]
     overview_streams: tuple[str, ...] | None
     polled: tuple[str, ...]
@@ -314,10 +147,10 @@ class Broadcaster:
     counters: LiveCounters = field(default_factory=LiveCounters)
     #: The streams the last cycle polled (tests assert that closed pages are not polled).
     polled: tuple[str, ...] = ()
-    _subs: Counter[tuple[Surface, Perms]] = field(default_factory=Counter)
-    _html: dict[tuple[Surface, Perms], dict[str, str]] = field(default_factory=dict)
+    _subs: Counter[Key] = field(default_factory=Counter)
+    _html: dict[Key, dict[str, str]] = field(default_factory=dict)
     _signatures: dict[Surface, Any] = field(default_factory=dict)
-    _forced: set[tuple[Surface, Perms]] = field(default_factory=set)
+    _forced: set[Key] = field(default_factory=set)
     _dirty_streams: set[str] = field(default_factory=set)
     _last_ids: dict[str, str] = field(default_factory=dict)
     _overview_streams: tuple[str, ...] = ()
@@ -380,12 +213,10 @@ class Broadcaster:
         if self._loop is not loop:
             # A new event loop (a test's, or after a restart): state from the old one is
             # meaningless there.
-            self._subs.clear()
-            self._html.clear()
-            self._signatures.clear()
+            for state in (self._subs, self._html, self._signatures, self._last_ids):
+                state.clear()
             self._forced.clear()
             self._dirty_streams.clear()
-            self._last_ids.clear()
         for task in self._tasks:
             task.cancel()
         self._loop = loop
@@ -454,17 +285,21 @@ class Broadcaster:
             if not self._subs:
                 continue
             last_cycle = loop.time()
-            try:
-                await self._cycle()
-            except redis.RedisError as exc:
-                # Once a minute, not once a tick, through a Redis outage.
-                self._failures.report("poll", "live poll (retrying every tick)", exc, traced=False)
-            except Exception as exc:
-                self._failures.report("cycle", "live cycle", exc)
-            finally:
-                if self._polled_event is not None:
-                    self._polled_event.set()
-                    self._polled_event = asyncio.Event()
+            await self._guarded_cycle()
+
+    async def _guarded_cycle(self) -> None:
+        """One cycle; a failure is logged (briefly) and the next tick tries again."""
+        try:
+            await self._cycle()
+        except redis.RedisError as exc:
+            # Once a minute, not once a tick, through a Redis outage.
+            self._failures.report("poll", "live poll (retrying every tick)", exc, traced=False)
+        except Exception as exc:
+            self._failures.report("cycle", "live cycle", exc)
+        finally:
+            if self._polled_event is not None:
+                self._polled_event.set()
+                self._polled_event = asyncio.Event()
 
     async def _cycle(self) -> None:
         keys = list(self._subs)
@@ -474,7 +309,7 @@ class Broadcaster:
         if now - self._refreshed_at >= REFRESH_S:
             self._refreshed_at = now
             forced.update(keys)
-        discover = any(s.kind == "overview" for s, _ in keys) and (
+        discover = any(s.spec.every_stream for s, _ in keys) and (
             now - self._discovered_at >= DISCOVER_S or not self._overview_streams
         )
         if discover:
@@ -491,9 +326,13 @@ class Broadcaster:
         for surface, sig in outcome.signatures.items():
             if any(s == surface for s, _ in self._subs):
                 self._signatures[surface] = sig
+        await self._push(outcome.html)
+
+    async def _push(self, rendered: dict[Key, dict[str, str]]) -> None:
+        """Send each open surface the partials whose HTML changed since its last push."""
         layer = get_channel_layer()
         assert layer is not None, "CHANNEL_LAYERS is not configured"
-        for key, partials in outcome.html.items():
+        for key, partials in rendered.items():
             if key not in self._subs:
                 continue  # every socket left while we rendered
             old = self._html.get(key, {})
@@ -505,13 +344,13 @@ class Broadcaster:
                 try:
                     await layer.group_send(self.group_name(*key), message)
                 except Exception as exc:  # one group's send must not stop the others'
-                    self._failures.report((key[0], "send"), _surface_label(key[0]) + " push", exc)
+                    self._failures.report((key[0], "send"), key[0].label() + " push", exc)
 
     async def _failures_ingested(self) -> bool:
         """Whether the failure index has rows for open streams newer than the last cycle's."""
         surfaces = self.open_surfaces()
         streams = {s.stream for s in surfaces if s.stream}
-        if any(s.kind == "overview" for s in surfaces):
+        if any(s.spec.every_stream for s in surfaces):
             streams.update(self._overview_streams)
         if not streams:
             return False
@@ -528,71 +367,78 @@ class Broadcaster:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
 
+    # --- in the broadcaster's thread (sync Redis, templates) ----------------------------
+
     def _work(
         self,
-        keys: list[tuple[Surface, Perms]],
+        keys: list[Key],
         old_signatures: dict[Surface, Any],
-        forced: set[tuple[Surface, Perms]],
+        forced: set[Key],
         dirty: set[str],
         discover: bool,
     ) -> _Outcome:
-        """Poll, compare, render: runs in the broadcaster's thread (sync Redis, templates)."""
+        """Poll, compare, render the surfaces whose signature or stream changed."""
         close_old_connections()
         client = get_redis()
         surfaces = sorted({s for s, _ in keys})
-        overview_streams = None
+        poll, discovered = self._poll(client, surfaces, discover)
+        signatures = {s: s.spec.signature(s, poll) for s in surfaces}
+        html: dict[Key, dict[str, str]] = {}
+        for surface in surfaces:
+            stale = (
+                signatures[surface] != old_signatures.get(surface)
+                or any(surface.shows(name) for name in dirty)
+                or (surface.spec.every_stream and discovered is not None)
+            )
+            wanted = [p for s, p in keys if s == surface and (stale or (s, p) in forced)]
+            if wanted:
+                html.update(self._render(client, surface, wanted))
+        last_ids = {n: s.last_id for n, s in poll.stamps.streams.items() if s.last_id}
+        polled = tuple(sorted(poll.stamps.streams))
+        return _Outcome(signatures, dict(poll.marks), html, last_ids, discovered, polled)
+
+    def _poll(
+        self, client: redis.Redis, surfaces: list[Surface], discover: bool
+    ) -> tuple[Poll, tuple[str, ...] | None]:
+        """The stamps and failure marks of the open surfaces' streams (and the streams
+        the overview lists, re-discovered when ``discover``)."""
+        discovered = None
         if discover:
             # The overview's own listing (same allowlist, cap and companion rule).
-            overview_streams, _, _ = selectors.stream_discover(
+            discovered, _, _ = selectors.stream_discover(
                 client=client,
                 patterns=tuple(settings.ACKBOARD_STREAMS),
                 cap=settings.ACKBOARD_MAX_STREAMS,
             )
-        shown = overview_streams if overview_streams is not None else self._overview_streams
-        has_overview = any(s.kind == "overview" for s in surfaces)
+        shown = discovered if discovered is not None else self._overview_streams
         streams = {s.stream for s in surfaces if s.stream}
-        if has_overview:
+        if any(s.spec.every_stream for s in surfaces):
             streams.update(shown)
-        groups = {(s.stream, s.group) for s in surfaces if s.kind == "group"}
+        groups = {(s.stream, s.group) for s in surfaces if s.group}
         stamps = selectors.stream_stamps(client=client, streams=streams, groups=groups)
-        marks = failure_marks(streams=streams)
-        signatures = {s: _signature(s, stamps, marks, shown) for s in surfaces}
-        html: dict[tuple[Surface, Perms], dict[str, str]] = {}
-        for surface in surfaces:
-            wanted = [
-                perms
-                for s, perms in keys
-                if s == surface
-                and (
-                    (s, perms) in forced
-                    or signatures[s] != old_signatures.get(s)
-                    or s.stream in dirty
-                    or (s.kind == "overview" and (dirty or overview_streams is not None))
-                )
-            ]
-            if not wanted:
-                continue
-            try:
-                context = surface_context(surface=surface, client=client)
-                self.counters.renders += 1
-                rendered = {
-                    perms: surface_render(surface=surface, context=context, perms=perms)
-                    for perms in wanted
-                }
-            except Http404:
-                continue  # deleted or never existed; the page itself says so on reload
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise  # Redis is away: every surface would fail; the cycle retries
-            except Exception as exc:
-                # This surface only: skipped (its sockets keep what they have), the others
-                # go on. Its signature is kept, so it is tried again when its stream
-                # changes or on the refresh, not on every tick.
-                self._failures.report(surface, _surface_label(surface), exc)
-                continue
-            for perms, partials in rendered.items():
-                html[(surface, perms)] = partials
-        last_ids = {n: s.last_id for n, s in stamps.streams.items() if s.last_id is not None}
-        return _Outcome(signatures, marks, html, last_ids, overview_streams, tuple(sorted(streams)))
+        return Poll(stamps, failure_marks(streams=streams), shown), discovered
+
+    def _render(
+        self, client: redis.Redis, surface: Surface, wanted: list[Perms]
+    ) -> dict[Key, dict[str, str]]:
+        """``surface`` rendered for each permission set in ``wanted``; {} if it fails."""
+        try:
+            context = registry.surface_context(surface=surface, client=client)
+            self.counters.renders += 1
+            return {
+                (surface, perms): surface_render(surface=surface, context=context, perms=perms)
+                for perms in wanted
+            }
+        except Http404:
+            return {}  # deleted or never existed; the page itself says so on reload
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # Redis is away: every surface would fail; the cycle retries
+        except Exception as exc:
+            # This surface only: skipped (its sockets keep what they have), the others go
+            # on. Its signature is kept, so it is tried again when its stream changes or
+            # on the refresh, not on every tick.
+            self._failures.report(surface, surface.label(), exc)
+            return {}
 
     # --- wake-ups -----------------------------------------------------------------------
 
@@ -607,8 +453,7 @@ class Broadcaster:
         stream = event.get("stream")
         if not isinstance(stream, str):
             return
-        # Every open surface of the stream, and the overview, which lists every stream.
-        if any(s.stream == stream or s.kind == "overview" for s in self.open_surfaces()):
+        if any(s.shows(stream) for s in self.open_surfaces()):
             self.counters.events += 1
             self._dirty_streams.add(stream)
             if event["type"] == "failure" and self._loop is not None:
@@ -616,13 +461,13 @@ class Broadcaster:
             self._poke()
 
     async def _listen_events(self) -> None:
-        backoff = 0.5
+        backoff = Backoff(base=0.5, cap=10.0)
         while True:
             client = aioredis.Redis.from_url(self._url, socket_connect_timeout=2)
             try:
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(EVENTS_CHANNEL)
-                    backoff = 0.5
+                    backoff.succeeded()
                     while True:
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=5.0
@@ -630,11 +475,11 @@ class Broadcaster:
                         if message is not None and message.get("type") == "message":
                             self.on_event(message["data"])
             except redis.RedisError as exc:
-                log.warning("live events: %s; resubscribing in %.1fs", exc, backoff)
+                wait = backoff.failed()
+                log.warning("live events: %s; resubscribing in %.1fs", exc, wait)
             finally:
                 await client.aclose()
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
+            await asyncio.sleep(wait)
 
     async def _watch_entries(self) -> None:
         """Wake the cycle as soon as an open stream gets a new entry (blocking XREAD).
@@ -653,10 +498,7 @@ class Broadcaster:
                 ids = dict(self._last_ids)
                 if not ids:
                     # Nothing polled yet: wait for the first cycle to learn the last ids.
-                    waiter = self._polled_event
-                    if waiter is not None:
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(waiter.wait(), block_ms / 1000)
+                    await self._next_cycle(self._polled_event, block_ms / 1000)
                     continue
                 try:
                     reply: Any = await client.xread(ids, count=1, block=block_ms)  # type: ignore[arg-type]
@@ -672,11 +514,16 @@ class Broadcaster:
                 # Taken before yielding to the loop, so it is the cycle this wake starts.
                 waiter = self._polled_event
                 self._poke()
-                if waiter is not None:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(waiter.wait(), self._tick * 2)
+                await self._next_cycle(waiter, self._tick * 2)
         finally:
             await client.aclose()
+
+    @staticmethod
+    async def _next_cycle(waiter: asyncio.Event | None, timeout: float) -> None:
+        """Wait (at most ``timeout``) for the cycle ``waiter`` belongs to to end."""
+        if waiter is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.wait(), timeout)
 
 
 _broadcaster: Broadcaster | None = None

@@ -1,0 +1,232 @@
+"""The live surfaces: each kind of live page, declared once.
+
+Owns the table ``KINDS``. An entry names a page's template, the partials pushed to it
+(each partial's root element id is its name, which the browser swaps), its context
+function (the ``*_context`` the page view also calls), its URL name, its socket path
+below ``/ws/``, and what makes it change (its signature over one poll). The broadcaster,
+the consumers, the socket routes and ``{% live_url %}`` all read this table: a new live
+page is one entry here, plus its template's partial ids and ws attributes.
+
+Names travel in socket paths as they do in page URLs (``dashboard.converters``: ``%`` and
+``/`` escaped, then the segment percent-encoded, because the server decodes the path once
+before routing), and are read back with the pages' own rules, so a socket never follows a
+name or id its page refuses. This module never talks to Redis and never renders; it costs
+a dict lookup per question.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from urllib.parse import quote, unquote
+
+import redis
+from django.conf import settings
+from django.urls import reverse
+from django.utils.module_loading import import_string
+
+from dashboard.converters import NameConverter, name_problem, name_segment
+from queue_core.keys import stream_visible
+from queue_core.services import entry_id_check
+from queue_core.types import LiveStamps
+
+#: Permission names (``dashboard.retry_entry``, …) a rendering is made for.
+Perms = frozenset[str]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Surface:
+    """One live page context: its kind (a key of ``KINDS``) and the names in its URL."""
+
+    kind: str
+    stream: str = ""
+    group: str = ""
+    entry_id: str = ""
+
+    @property
+    def spec(self) -> SurfaceKind:
+        return KINDS[self.kind]
+
+    def params(self) -> dict[str, str]:
+        """The names in the surface's URLs, in URL order (``{"stream": …, "group": …}``)."""
+        return {name: getattr(self, name) for name in self.spec.params}
+
+    def shows(self, stream: str) -> bool:
+        """Whether a change on ``stream`` may change this surface."""
+        return self.spec.every_stream or self.stream == stream
+
+    def label(self) -> str:
+        """The surface in a log line: its kind and names, each cut to a readable length."""
+        names = [repr(p[:80]) for p in (self.stream, self.group, self.entry_id) if p]
+        return " ".join(["live surface", self.kind, *names])
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """What one broadcaster cycle read: the change stamps of open streams and groups,
+    the newest failure-index row id per stream, and the streams the overview lists."""
+
+    stamps: LiveStamps
+    marks: Mapping[str, int]
+    overview_streams: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceKind:
+    """A kind of live page. ``socket`` is its path below ``/ws/`` with ``{stream}``,
+    ``{group}`` or ``{entry_id}`` placeholders: they are the surface's names, in the order
+    its page URL (``page``) and its context function take them."""
+
+    template: str
+    partials: tuple[str, ...]
+    context: str  # dotted path of ``<page>_context(*, client, **names) -> dict``
+    page: str
+    socket: str
+    signature: Callable[[Surface, Poll], Any]
+    #: The overview lists every visible stream, so any stream's change may change it.
+    every_stream: bool = False
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(f for _, f, _, _ in string.Formatter().parse(self.socket) if f)
+
+
+# --- what makes each kind change -------------------------------------------------------
+
+
+def _overview_signature(surface: Surface, poll: Poll) -> Any:
+    stamps = poll.stamps.streams
+    return tuple((n, stamps.get(n), poll.marks.get(n)) for n in poll.overview_streams)
+
+
+def _stream_signature(surface: Surface, poll: Poll) -> Any:
+    return (poll.stamps.streams.get(surface.stream), poll.marks.get(surface.stream))
+
+
+def _group_signature(surface: Surface, poll: Poll) -> Any:
+    pending = poll.stamps.pending.get((surface.stream, surface.group))
+    return (*_stream_signature(surface, poll), pending)
+
+
+def _entry_signature(surface: Surface, poll: Poll) -> Any:
+    # A new entry on the stream does not change an older entry's state.
+    s = poll.stamps.streams.get(surface.stream)
+    mark = poll.marks.get(surface.stream)
+    return None if s is None else (s.groups, s.dlq_length, s.failures_length, mark)
+
+
+_PAGES = "dashboard.views.pages."
+
+KINDS: dict[str, SurfaceKind] = {
+    "overview": SurfaceKind(
+        template="dashboard/overview.html",
+        partials=("stream-table",),
+        context=_PAGES + "overview_context",
+        page="dashboard:overview",
+        socket="overview/",
+        signature=_overview_signature,
+        every_stream=True,
+    ),
+    "stream": SurfaceKind(
+        template="dashboard/stream.html",
+        partials=("stream-facts", "group-table", "entry-table"),
+        context=_PAGES + "stream_context",
+        page="dashboard:stream-detail",
+        socket="streams/{stream}/",
+        signature=_stream_signature,
+    ),
+    "group": SurfaceKind(
+        template="dashboard/group.html",
+        partials=("group-summary", "consumer-table", "pending-table"),
+        context=_PAGES + "group_context",
+        page="dashboard:group-detail",
+        socket="streams/{stream}/groups/{group}/",
+        signature=_group_signature,
+    ),
+    "entry": SurfaceKind(
+        template="dashboard/entry.html",
+        partials=("entry-state", "failure-history"),
+        context=_PAGES + "entry_context",
+        page="dashboard:entry-detail",
+        socket="streams/{stream}/entries/{entry_id}/",
+        signature=_entry_signature,
+    ),
+}
+
+
+# --- names in socket paths --------------------------------------------------------------
+
+
+def _page_name(raw: str) -> str | None:
+    name = NameConverter().to_python(raw)
+    return None if name_problem(name) else name  # the pages' own rule
+
+
+def _visible_stream(raw: str) -> str | None:
+    name = _page_name(raw)
+    if name is None or not stream_visible(name, tuple(settings.ACKBOARD_STREAMS)):
+        return None  # hidden, or a companion (shown under its stream, as on the pages)
+    return name
+
+
+def _page_entry_id(raw: str) -> str | None:
+    try:
+        # The page's own check (both parts within 64 bits), so a socket never follows an
+        # id the page answers 400 for.
+        return entry_id_check(raw)
+    except ValueError:
+        return None
+
+
+#: Each name's (path segment writer, reader that answers None for what the page refuses).
+_CODECS: dict[str, tuple[Callable[[str], str], Callable[[str], str | None]]] = {
+    "stream": (name_segment, _visible_stream),
+    "group": (name_segment, _page_name),
+    "entry_id": (lambda value: quote(value, safe=""), _page_entry_id),
+}
+
+
+def socket_path(surface: Surface) -> str:
+    """The socket path of a surface, e.g. ``/ws/streams/a%252Fb/groups/g/``."""
+    segments = {k: _CODECS[k][0](v) for k, v in surface.params().items()}
+    return "/ws/" + surface.spec.socket.format(**segments)
+
+
+def socket_pattern(kind: str) -> str:
+    """The route regex of a kind's socket path (one named group per name)."""
+    parts = string.Formatter().parse(KINDS[kind].socket)
+    regex = "".join(lit + (f"(?P<{name}>[^/]+)" if name else "") for lit, name, _, _ in parts)
+    return f"^ws/{regex}$"
+
+
+def surface_from_route(kind: str, names: Mapping[str, str]) -> Surface | None:
+    """The surface a socket route names, or None where its page would refuse a name."""
+    values: dict[str, str] = {}
+    for param in KINDS[kind].params:
+        value = _CODECS[param][1](names.get(param, ""))
+        if value is None:
+            return None
+        values[param] = value
+    return Surface(kind, **values)
+
+
+# --- the page behind a surface ----------------------------------------------------------
+
+
+def surface_path(surface: Surface) -> str:
+    """The page URL path of a surface's default view, decoded like ``request.path``."""
+    return unquote(reverse(surface.spec.page, args=list(surface.params().values())))
+
+
+@cache
+def _context_function(dotted: str) -> Callable[..., dict[str, Any]]:
+    function: Callable[..., dict[str, Any]] = import_string(dotted)
+    return function
+
+
+def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
+    """The page context of a surface's default view (first page, no filters)."""
+    return _context_function(surface.spec.context)(client=client, **surface.params())

@@ -1,30 +1,47 @@
 """The ack contract: consume one consumer group of one stream, acking only what succeeded.
 
-The package's public names, re-exported from the modules that own them.
+A package around one pure module of decisions. Each module owns one part:
+
+- ``contract``: what becomes of an entry (replay elsewhere, max deliveries, unparseable,
+  handler failed), as pure functions both paths below call;
+- ``settle``: writing those outcomes (failure records, dead-letters), returning a result;
+- ``once``: ``process_entry`` and ``reclaim_stale``, one entry or one sweep, synchronous;
+- ``config``: ``WorkerConfig``, its validation, the ``queue_worker`` flags, handler loading;
+- ``lanes``: where handlers run (sync on daemon threads, async as tasks), a chunk at a time;
+- ``inflight``: read-ahead and in-flight accounting (how many to hold, in what chunks);
+- ``wire``: the connections and the measured hot-path tricks (raw XREADGROUP/XACK, C packing);
+- ``loop``: ``Worker``, the long-running loop behind ``manage.py queue_worker``.
+
+Never imports Django; needs no database. These are the package's public names.
 """
 
 from __future__ import annotations
 
-from queue_core.worker.loop import (
-    SAME_STOP_S,
-    Handler,
-    Worker,
+from queue_core.worker.config import (
+    WorkerConfig,
     WorkerConfigError,
-    WorkerStats,
     consumer_name_default,
     handler_load,
-    process_entry,
-    reclaim_stale,
+    worker_arguments_add,
+    worker_argv,
+    worker_config_from_options,
 )
+from queue_core.worker.lanes import Handler
+from queue_core.worker.loop import SAME_STOP_S, Worker, WorkerStats
+from queue_core.worker.once import process_entry, reclaim_stale
 
 __all__ = [
     "SAME_STOP_S",
     "Handler",
     "Worker",
+    "WorkerConfig",
     "WorkerConfigError",
     "WorkerStats",
     "consumer_name_default",
     "handler_load",
     "process_entry",
     "reclaim_stale",
+    "worker_argv",
+    "worker_arguments_add",
+    "worker_config_from_options",
 ]

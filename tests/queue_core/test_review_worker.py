@@ -20,7 +20,7 @@ from queue_core.connection import connect
 from queue_core.keys import stream_keys
 from queue_core.types import Outcome
 from queue_core.worker import process_entry
-from queue_core.worker.loop import _Settle
+from queue_core.worker.contract import Settlement
 from tests.factories import add_entries, make_pending
 from tests.queue_core.test_worker import failures, new_worker, pending_count, running
 
@@ -93,14 +93,14 @@ class ReclaimWhileSettlingTests:
             asyncio.run(worker._reclaim())
         finally:
             worker._client.close()
-        return [job.id for job in worker._buffer]
+        return [job.id for job in worker._flight.waiting]
 
     def test_entry_waiting_for_its_ack_is_not_run_again(
         self, r: redis.Redis, redis_url: str, stream: str
     ) -> None:
         done, waiting = make_pending(r, stream, "g", "w1", 2)
         worker = new_worker(redis_url, stream, lambda job: None, min_idle_ms=0, concurrency=2)
-        worker._acks.append(done)  # its handler returned; the XACK is not sent yet
+        worker._acks.waiting.append(done)  # its handler returned; the XACK is not sent yet
 
         assert self.sweep(worker) == [waiting]
 
@@ -109,8 +109,8 @@ class ReclaimWhileSettlingTests:
     ) -> None:
         doomed, waiting = make_pending(r, stream, "g", "w1", 2)
         worker = new_worker(redis_url, stream, lambda job: None, min_idle_ms=0, concurrency=2)
-        worker._to_settle.append(
-            _Settle(entry_id=doomed, attempt=1, dead_letter_reason="permanent failure: x")
+        worker._settles.queued.append(
+            Settlement(entry_id=doomed, attempt=1, dead_letter_reason="permanent failure: x")
         )
 
         assert self.sweep(worker) == [waiting]

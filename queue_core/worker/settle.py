@@ -1,0 +1,192 @@
+"""Settlement writes: the failure records and dead-letters the contract decided on.
+
+Owns carrying out ``contract.Settlement``s with a synchronous client: all their failure
+records in one pipeline (``failures_record``, with the outage backlog), then one
+dead-letter script per entry due for the DLQ (``services.entry_dead_letter``, which
+moves and acks atomically). Never acks on its own and never raises a Redis error: what
+could not be written is logged and reported in the result, and the entries concerned
+stay pending, to come back through reclaim. Cost: 1 round trip for the records (+1 for
+their events), then 2 per dead-letter (the script, its event). ``SettleBatch`` is the
+Worker's queue of them, written in a thread so the loop never waits on these writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import redis
+
+from queue_core.events import event_publish
+from queue_core.failures import (
+    FailureBacklog,
+    FailureRecord,
+    failure_from_exception,
+    failures_record,
+)
+from queue_core.services import TooManyFields, entry_dead_letter
+from queue_core.types import ActionRefused
+from queue_core.worker.contract import Settlement
+
+log = logging.getLogger("queue_core.worker")
+
+#: How often a worker retries failure records it kept through an outage.
+BACKLOG_RETRY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What ``settlements_write`` did."""
+
+    #: Failure records written now (records kept in the backlog are not counted).
+    written: int = 0
+    #: Entries moved to the DLQ (and acked).
+    moved: int = 0
+    #: Entries due for the DLQ that Redis failed or refused to move: still pending here.
+    kept: tuple[str, ...] = ()
+
+
+def settlements_write(
+    *,
+    client: redis.Redis,
+    stream: str,
+    group: str,
+    consumer: str,
+    items: Sequence[Settlement],
+    backlog: FailureBacklog | None = None,
+) -> Settled:
+    """Write the records (one pipeline), then dead-letter what must go, one script each.
+
+    Records Redis cannot take while it is away go to ``backlog`` when it is given (what
+    it holds is written first). A dead-letter another consumer won (the entry is no
+    longer pending in our name) is logged at info and is neither moved nor kept.
+    """
+    records = [_record_of(item, group=group, consumer=consumer) for item in items]
+    written = failures_record(
+        client=client,
+        stream=stream,
+        records=[record for record in records if record is not None],
+        backlog=backlog,
+    )
+    moved = 0
+    kept: list[str] = []
+    for item in items:
+        if item.dead_letter_reason is None:
+            continue
+        fate = _dead_letter(client=client, stream=stream, group=group, consumer=consumer,
+                            item=item)  # fmt: skip
+        if fate is _Fate.MOVED:
+            moved += 1
+        elif fate is not _Fate.GONE:
+            kept.append(item.entry_id)
+            if fate is _Fate.REDIS_AWAY:
+                break  # the rest stay pending too, and are delivered again later
+    return Settled(written=written, moved=moved, kept=tuple(kept))
+
+
+def _record_of(item: Settlement, *, group: str, consumer: str) -> FailureRecord | None:
+    if item.record is not None or item.exc is None:
+        return item.record
+    return failure_from_exception(
+        item.exc,
+        group=group,
+        entry_id=item.entry_id,
+        consumer=consumer,
+        attempt=item.attempt,
+        duration_ms=item.duration_ms,
+        failed_at_ms=item.failed_at_ms,
+    )
+
+
+class _Fate(Enum):
+    """One dead-letter's result."""
+
+    MOVED = "moved"
+    GONE = "gone"  # no longer pending in our name: another consumer settled or took it
+    KEPT = "kept"  # Redis refused the move; it stays pending here
+    REDIS_AWAY = "redis-away"  # Redis is unreachable; it stays pending here
+
+
+def _dead_letter(
+    *, client: redis.Redis, stream: str, group: str, consumer: str, item: Settlement
+) -> _Fate:
+    """Move one entry to the DLQ; logs why when it does not."""
+    assert item.dead_letter_reason is not None
+    try:
+        result = entry_dead_letter(
+            client=client,
+            stream=stream,
+            group=group,
+            entry_id=item.entry_id,
+            reason=item.dead_letter_reason,
+            last_error=item.last_error,
+            expected_consumer=consumer,
+        )
+    except ActionRefused as exc:
+        if not (isinstance(exc.__cause__, redis.ResponseError) or isinstance(exc, TooManyFields)):
+            log.info("not dead-lettering %s %s: %s", stream, item.entry_id, exc)
+            return _Fate.GONE
+        # Redis refused (the group is gone, or the DLQ key is not a stream), or the
+        # entry is too wide for one script: not a race another consumer won.
+        log.error("could not dead-letter %s %s (%s); it stays pending",
+                  stream, item.entry_id, exc.__cause__ or exc)  # fmt: skip
+        return _Fate.KEPT
+    except redis.RedisError as exc:
+        log.error("could not dead-letter %s %s (%s); it stays pending", stream, item.entry_id, exc)
+        away = isinstance(exc, redis.ConnectionError | redis.TimeoutError)
+        return _Fate.REDIS_AWAY if away else _Fate.KEPT
+    if result is None:
+        log.info(
+            "%s %s was no longer pending in %s; not dead-lettered", stream, item.entry_id, group
+        )
+        return _Fate.GONE
+    log.warning("dead-lettered %s %s of group %s: %s", stream, item.entry_id, group,
+                item.dead_letter_reason)  # fmt: skip
+    event_publish(
+        client=client, type="dead_letter", stream=stream, group=group, entry_id=item.entry_id
+    )
+    return _Fate.MOVED
+
+
+class SettleBatch:
+    """The Worker's settlements not yet written, and the outage backlog of their records.
+
+    ``queued`` grows as handlers fail; ``write`` moves it to ``writing`` while a thread
+    writes it, so a reclaim sweep can tell that these entries are still in hand.
+    """
+
+    def __init__(self) -> None:
+        self.queued: list[Settlement] = []
+        self.writing: list[Settlement] = []
+        self.task: asyncio.Task[None] | None = None
+        #: Failure records Redis could not take during an outage; written when it is back.
+        self.backlog = FailureBacklog()
+        #: When to try the backlog again if nothing else is written before.
+        self.retry_at = 0.0
+
+    def __len__(self) -> int:
+        return len(self.queued) + len(self.writing)
+
+    def due(self, now: float) -> bool:
+        """Something to write now, and no write under way."""
+        return self.task is None and bool(self.queued or (self.backlog and now >= self.retry_at))
+
+    async def write(
+        self, *, client: redis.Redis, stream: str, group: str, consumer: str
+    ) -> Settled:
+        """Write everything queued (and the backlog) with ``settlements_write``, in a thread."""
+        items, self.queued = self.queued, []
+        self.writing = items
+        try:
+            return await asyncio.to_thread(
+                settlements_write, client=client, stream=stream, group=group,
+                consumer=consumer, items=items, backlog=self.backlog,
+            )  # fmt: skip
+        finally:
+            if self.backlog:
+                self.retry_at = time.monotonic() + BACKLOG_RETRY_S
+            self.writing = []

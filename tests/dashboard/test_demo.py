@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import redis
 
-from dashboard.demo import EMAILS, ORDERS, WORKERS, demo_groups
+from dashboard.demo import EMAILS, ORDERS, WORKERS, demo_groups, handlers
 from dashboard.demo.handlers import flaky, normal, slow
 from dashboard.demo.producer import (
     Producer,
@@ -37,9 +37,12 @@ from dashboard.demo.producer import (
 )
 from dashboard.demo.supervisor import Supervisor
 from dashboard.devredis import DevRedis, dev_redis_prepare, free_port
+from dashboard.management.commands.demo import Command as DemoCommand
+from dashboard.management.commands.queue_worker import Command as QueueWorkerCommand
 from queue_core.keys import stream_keys
 from queue_core.parsing import fields_parse
 from queue_core.types import Job, PermanentFailure, UnparseableEntry
+from queue_core.worker import worker_config_from_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,6 +86,25 @@ class DemoTopologyTests:
         # Someone must be left in the doomed consumer's group to reclaim its entries.
         survivors = [w for w in WORKERS if w.group == doomed[0].group and not w.doomed]
         assert survivors
+
+    def test_worker_command_lines_are_what_queue_worker_parses(self) -> None:
+        """The demo writes its workers' flags from WorkerConfig's own declaration."""
+        command = QueueWorkerCommand()
+        parser = command.create_parser("manage.py", "queue_worker")
+        options = {"min_idle_ms": 8000, "max_deliveries": 3, "grace_seconds": 2.5}
+        for spec in WORKERS:
+            argv = DemoCommand()._worker_argv(spec, options)
+            assert argv[1:3] == [str(ROOT / "manage.py"), "queue_worker"]
+            parsed = vars(parser.parse_args(argv[3:]))
+            config = worker_config_from_options(parsed, url="redis://127.0.0.1:1/0")
+            assert (config.stream, config.group, config.consumer) == (
+                spec.stream, spec.group, spec.consumer,
+            )  # fmt: skip
+            assert config.handler is getattr(handlers, spec.handler.rpartition(":")[2])
+            assert (config.batch, config.concurrency) == (spec.batch, spec.concurrency)
+            assert (config.min_idle_ms, config.reclaim_every_ms) == (8000, 2000)
+            assert (config.max_deliveries, config.grace_seconds) == (3, 2.5)
+            assert (config.group_start, config.block_ms) == ("0", 1000)
 
 
 class DemoPayloadTests:

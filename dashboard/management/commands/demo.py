@@ -39,6 +39,7 @@ from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.failure_index import failures_ingest_loop
 from queue_core.connection import connect
+from queue_core.worker import worker_argv
 
 ADMIN_USERNAME = "admin"
 
@@ -243,22 +244,22 @@ class Command(BaseCommand):
 
     def _worker_argv(self, spec: WorkerSpec, options: dict[str, Any]) -> list[str]:
         min_idle = options["min_idle_ms"]
-        return [
-            sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "queue_worker",
-            "--stream", spec.stream,
-            "--group", spec.group,
-            "--handler", spec.handler,
-            "--consumer", spec.consumer,
-            "--batch", str(spec.batch),
-            "--concurrency", str(spec.concurrency),
-            "--block-ms", "1000",
-            "--min-idle-ms", str(min_idle),
-            "--max-deliveries", str(options["max_deliveries"]),
+        manage = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "queue_worker"]
+        return manage + worker_argv(
+            stream=spec.stream,
+            group=spec.group,
+            handler=spec.handler,
+            consumer=spec.consumer,
+            batch=spec.batch,
+            concurrency=spec.concurrency,
+            block_ms=1000,
+            min_idle_ms=min_idle,
+            max_deliveries=options["max_deliveries"],
             # A sweep every quarter of min-idle: stale entries wait at most 1.25x min-idle.
-            "--reclaim-interval-ms", str(max(min_idle // 4, 100)),
-            "--group-start", "0",
-            "--grace-seconds", str(options["grace_seconds"]),
-        ]  # fmt: skip
+            reclaim_interval_ms=max(min_idle // 4, 100),
+            group_start="0",
+            grace_seconds=options["grace_seconds"],
+        )
 
     def _start_children(
         self, supervisor: Supervisor, options: dict[str, Any]

@@ -1,6 +1,7 @@
 """``manage.py queue_worker --stream S --group G --handler pkg.mod:func``: run one worker.
 
-A thin shell over ``queue_core.worker.Worker``: parse options, load the handler, run. It
+A thin shell over ``queue_core.worker.Worker``: the flags are WorkerConfig's own
+(``worker_arguments_add``); parse them, build the config (which loads the handler), run. It
 never touches the database (workers need none) and never turns bad configuration into a
 traceback: an unknown or non-callable handler, an unreachable Redis or a stream name
 whose companions cannot share its cluster slot is one line on stderr and exit code 2.
@@ -25,7 +26,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from queue_core.connection import redis_url
-from queue_core.worker import SAME_STOP_S, Worker, WorkerConfigError, handler_load
+from queue_core.worker import (
+    SAME_STOP_S,
+    Worker,
+    WorkerConfigError,
+    worker_arguments_add,
+    worker_config_from_options,
+)
 
 #: Django's CommandError exit status for bad configuration.
 CONFIG_ERROR = 2
@@ -38,73 +45,12 @@ class Command(BaseCommand):
     requires_migrations_checks = False
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--stream", required=True, help="Stream to consume.")
-        parser.add_argument("--group", required=True, help="Consumer group.")
-        parser.add_argument(
-            "--handler", required=True, help="package.module:function taking a Job (sync or async)."
-        )
-        parser.add_argument(
-            "--consumer", default=None, help="Consumer name (default host-pid-random)."
-        )
-        parser.add_argument(
-            "--batch", type=int, default=100, help="XREADGROUP COUNT (default 100)."
-        )
-        parser.add_argument(
-            "--concurrency", type=int, default=1, help="Handlers in flight at once (default 1)."
-        )
-        parser.add_argument(
-            "--block-ms", type=int, default=2000, help="XREADGROUP BLOCK (default 2000)."
-        )
-        parser.add_argument(
-            "--min-idle-ms",
-            type=int,
-            default=30_000,
-            help="Reclaim entries idle this long (default 30000); above your slowest handler.",
-        )
-        parser.add_argument(
-            "--max-deliveries",
-            type=int,
-            default=5,
-            help="Dead-letter an entry whose handler fails on this delivery (default 5).",
-        )
-        parser.add_argument(
-            "--reclaim-interval-ms",
-            type=int,
-            default=None,
-            help="XAUTOCLAIM sweep interval (default half min-idle, at most 10000).",
-        )
-        parser.add_argument(
-            "--group-start", default="$", help="Where a new group starts: $ (default) or 0."
-        )
-        parser.add_argument(
-            "--grace-seconds",
-            type=float,
-            default=30.0,
-            help=(
-                "On SIGTERM/SIGINT, how long in-flight handlers may finish (default 30). "
-                "A second signal more than 1 s after the first stops waiting."
-            ),
-        )
+        worker_arguments_add(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._configure_logging(int(options.get("verbosity", 1)))
         try:
-            handler = handler_load(options["handler"])
-            worker = Worker(
-                stream=options["stream"],
-                group=options["group"],
-                handler=handler,
-                consumer=options["consumer"],
-                url=redis_url(),
-                batch=options["batch"],
-                concurrency=options["concurrency"],
-                block_ms=options["block_ms"],
-                min_idle_ms=options["min_idle_ms"],
-                max_deliveries=options["max_deliveries"],
-                reclaim_interval_ms=options["reclaim_interval_ms"],
-                group_start=options["group_start"],
-                grace_seconds=options["grace_seconds"],
-            )
+            worker = Worker(worker_config_from_options(options, url=redis_url()))
             worker.run()
             _ignore_copies_of_the_stop_signal()
         except WorkerConfigError as exc:

@@ -29,7 +29,7 @@ from dashboard.failure_index.ingestor import (
 )
 from dashboard.failure_index.queries import failure_history, failures_count_since, last_failures
 from dashboard.failure_index.records import MALFORMED, failure_record_parse
-from dashboard.failure_index.retention import failures_prune
+from dashboard.failure_index.retention import failures_prune, failures_prune_expired
 from dashboard.failure_index.search import (
     SEARCH_BUDGET_MS,
     SEARCH_PAGE_SIZE,
@@ -60,5 +60,6 @@ __all__ = [
     "failures_ingest",
     "failures_ingest_loop",
     "failures_prune",
+    "failures_prune_expired",
     "last_failures",
 ]

@@ -16,24 +16,22 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import redis
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
-from django.utils import timezone
 
 from dashboard.failure_index.records import failure_record_parse
-from dashboard.failure_index.retention import failures_prune
+from dashboard.failure_index.retention import failures_prune_expired
 from dashboard.models import FailureRecord
+from queue_core.backoff import Backoff
 from queue_core.keys import (
     EVENTS_CHANNEL,
     FAILURES_SUFFIX,
@@ -322,6 +320,31 @@ def failures_ingest_loop(*, client: redis.Redis, stop: threading.Event, **option
     return failures_ingest(client=client, once=False, stop=stop, **options)
 
 
+@dataclass
+class _Chores:
+    """The loop's periodic work besides draining, and when each is next due (monotonic s)."""
+
+    rediscover_s: float
+    reclaim_every_s: float
+    prune_every_s: float
+    next_discover: float = 0.0
+    next_reclaim: float = 0.0
+    next_prune: float = 0.0
+
+    def run_due(self, ingestor: FailureIngestor, *, now: float) -> None:
+        """Re-discover streams, reclaim stale records, prune old rows: each when it is due."""
+        if now >= self.next_discover:
+            ingestor.discover()
+            self.next_discover = now + self.rediscover_s
+        if now >= self.next_reclaim:
+            for source in list(ingestor.sources.values()):
+                ingestor.reclaim(source)
+            self.next_reclaim = now + self.reclaim_every_s
+        if now >= self.next_prune:
+            failures_prune_expired()
+            self.next_prune = now + self.prune_every_s
+
+
 def _ingest_loop(
     ingestor: FailureIngestor,
     *,
@@ -331,42 +354,29 @@ def _ingest_loop(
     reclaim_every_s: float,
     prune_every_s: float,
 ) -> int:
-    backoff = 0.0
-    next_discover = next_reclaim = next_prune = 0.0
+    backoff = Backoff(base=0.5, cap=30.0)
+    chores = _Chores(rediscover_s, reclaim_every_s, prune_every_s)
     # Workers publish a "failure" event for each record they write: waiting on it instead
     # of sleeping makes a failure searchable (and live on the group page) within
     # milliseconds, while the poll stays a fallback for events that are lost.
     events = ingestor.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves pubsub() untyped
     try:
         while not stop.is_set():
-            now = time.monotonic()
             try:
-                if now >= next_discover:
-                    ingestor.discover()
-                    next_discover = now + rediscover_s
-                if now >= next_reclaim:
-                    for source in list(ingestor.sources.values()):
-                        ingestor.reclaim(source)
-                    next_reclaim = now + reclaim_every_s
-                if now >= next_prune:
-                    days = int(getattr(settings, "ACKBOARD_FAILURE_RETENTION_DAYS", 30))
-                    if days > 0:
-                        failures_prune(older_than=timezone.now() - timedelta(days=days))
-                    next_prune = now + prune_every_s
+                chores.run_due(ingestor, now=time.monotonic())
                 moved = ingestor.drain()
-                backoff = 0.0
+                backoff.succeeded()
                 if not moved:
                     if not events.subscribed:
                         events.subscribe(EVENTS_CHANNEL)
                     _wait_for_failure(events, poll_s, stop)
             except (redis.RedisError, DatabaseError) as exc:
                 # Nothing acked for what failed: it stays pending and is read again.
-                backoff = min(30.0, max(0.5, backoff * 2))
-                delay = backoff * (0.5 + random.random() / 2)
+                delay = backoff.failed()
                 log.warning(
                     "failure ingest: %s: %s; retrying in %.1f s", type(exc).__name__, exc, delay
                 )
-                next_discover = 0.0
+                chores.next_discover = 0.0
                 if isinstance(exc, DatabaseError):
                     close_old_connections()
                 stop.wait(delay)

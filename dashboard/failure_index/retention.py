@@ -1,15 +1,18 @@
 """Retention of the failure index: deleting rows older than the kept window.
 
 Owns the batched delete that ``manage.py prune_failures`` and the running ingestor (hourly)
-call. Never touches Redis. Cost: one indexed SELECT of ids and one DELETE per batch, each
-in its own short transaction.
+call, and what the running ingestor keeps (``ACKBOARD_FAILURE_RETENTION_DAYS``; 0 or less
+keeps everything). Never touches Redis. Cost: one indexed SELECT of ids and one DELETE
+per batch, each in its own short transaction.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard.models import FailureRecord
 
@@ -32,3 +35,12 @@ def failures_prune(*, older_than: datetime, batch_size: int = 5000) -> int:
         with transaction.atomic():
             n, _ = FailureRecord.objects.filter(id__in=ids).delete()
         deleted += n
+
+
+def failures_prune_expired() -> int:
+    """Delete rows older than ``ACKBOARD_FAILURE_RETENTION_DAYS`` (the running ingestor's
+    hourly prune); a setting of 0 or less keeps every row. Returns the rows deleted."""
+    days = int(getattr(settings, "ACKBOARD_FAILURE_RETENTION_DAYS", 30))
+    if days <= 0:
+        return 0
+    return failures_prune(older_than=timezone.now() - timedelta(days=days))

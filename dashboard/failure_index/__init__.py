@@ -38,6 +38,7 @@ from dashboard.failure_index.search import (
     FailurePage,
     SearchTooBroad,
     failure_search,
+    search_budget_ms,
 )
 
 __all__ = [
@@ -62,4 +63,5 @@ __all__ = [
     "failures_prune",
     "failures_prune_expired",
     "last_failures",
+    "search_budget_ms",
 ]

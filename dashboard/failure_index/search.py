@@ -136,6 +136,11 @@ def statement_budget(ms: int) -> Iterator[None]:
         yield
 
 
+def search_budget_ms() -> int:
+    """How long one search may run: ``settings.ACKBOARD_FAILURE_SEARCH_MS`` or 1,500 ms."""
+    return int(getattr(settings, "ACKBOARD_FAILURE_SEARCH_MS", SEARCH_BUDGET_MS))
+
+
 def failure_search(
     *,
     filters: FailureFilter,
@@ -149,36 +154,52 @@ def failure_search(
     ``before``: rows older than that cursor (the "Older" link); ``after``: rows newer
     (the "Newer" link); neither: the newest page. Keyset paging keeps a deep page as cheap
     as the first. One query of ``page_size + 1`` rows, cut off after ``budget_ms``
-    (default settings.ACKBOARD_FAILURE_SEARCH_MS or 1,500 ms) with SearchTooBroad.
+    (default ``search_budget_ms()``) with SearchTooBroad.
     Raises BadCursor on a cursor this module did not make.
     """
-    budget = budget_ms if budget_ms is not None else SEARCH_BUDGET_MS
-    if budget_ms is None:
-        budget = int(getattr(settings, "ACKBOARD_FAILURE_SEARCH_MS", SEARCH_BUDGET_MS))
-    qs = failure_filter_queryset(filters=filters)
-    forward = after is not None and before is None
-    if before is not None:
-        when, pk = cursor_decode(before)
-        # The first term is an index range; the second breaks ties on the same instant.
-        qs = qs.filter(failed_at__lte=when).filter(Q(failed_at__lt=when) | Q(id__lt=pk))
-        qs = qs.order_by("-failed_at", "-id")
-    elif after is not None:
-        when, pk = cursor_decode(after)
-        qs = qs.filter(failed_at__gte=when).filter(Q(failed_at__gt=when) | Q(id__gt=pk))
-        qs = qs.order_by("failed_at", "id")
-    else:
-        qs = qs.order_by("-failed_at", "-id")
+    budget = budget_ms if budget_ms is not None else search_budget_ms()
+    qs = _keyset(failure_filter_queryset(filters=filters), before=before, after=after)
     started = time.perf_counter()
     with statement_budget(budget):
         fetched = list(qs[: page_size + 1])
     elapsed = (time.perf_counter() - started) * 1000
+    return _page(fetched, page_size=page_size, before=before, after=after, elapsed_ms=elapsed)
+
+
+def _keyset(
+    qs: QuerySet[FailureRecord], *, before: str | None, after: str | None
+) -> QuerySet[FailureRecord]:
+    """``qs`` from the cursor on, in reading order: newest first, or oldest first after
+    ``after`` (the Newer link reads upwards from its cursor; ``_page`` turns it back)."""
+    if before is not None:
+        when, pk = cursor_decode(before)
+        # The first term is an index range; the second breaks ties on the same instant.
+        qs = qs.filter(failed_at__lte=when).filter(Q(failed_at__lt=when) | Q(id__lt=pk))
+        return qs.order_by("-failed_at", "-id")
+    if after is not None:
+        when, pk = cursor_decode(after)
+        qs = qs.filter(failed_at__gte=when).filter(Q(failed_at__gt=when) | Q(id__gt=pk))
+        return qs.order_by("failed_at", "id")
+    return qs.order_by("-failed_at", "-id")
+
+
+def _page(
+    fetched: list[FailureRecord],
+    *,
+    page_size: int,
+    before: str | None,
+    after: str | None,
+    elapsed_ms: float,
+) -> FailurePage:
+    """The page shown (newest first) from ``page_size + 1`` fetched rows, with the cursors
+    of the pages beside it: a link only where there is a page to go to."""
     more = len(fetched) > page_size
     rows = fetched[:page_size]
-    if forward:
+    if after is not None and before is None:
         rows.reverse()
         newer = cursor_encode(rows[0]) if more and rows else None
         older = cursor_encode(rows[-1]) if rows else None
     else:
         newer = cursor_encode(rows[0]) if before is not None and rows else None
         older = cursor_encode(rows[-1]) if more and rows else None
-    return FailurePage(rows=tuple(rows), newer=newer, older=older, elapsed_ms=elapsed)
+    return FailurePage(rows=tuple(rows), newer=newer, older=older, elapsed_ms=elapsed_ms)

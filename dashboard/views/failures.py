@@ -22,7 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import failure_index
 from dashboard.converters import name_problem
-from dashboard.failure_index import SEARCH_BUDGET_MS, BadCursor, FailureFilter, FailurePage
+from dashboard.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
 from dashboard.models import FailureRecord
 from dashboard.permissions import queues_view_required
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
@@ -119,7 +119,7 @@ def failure_search(request: HttpRequest) -> HttpResponse:
         "rows": [],
         "page": None,
         "too_broad": False,
-        "budget_ms": int(getattr(settings, "ACKBOARD_FAILURE_SEARCH_MS", SEARCH_BUDGET_MS)),
+        "budget_ms": search_budget_ms(),
     }
     status = 200
     if not form.is_valid():

@@ -14,35 +14,32 @@ with the same guards; this module must never write to Redis any other way.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import redis
-from redis.connection import ConnectionPool
-from redis.exceptions import NoScriptError
 
+from queue_core.errors import action_refusal, not_a_group
 from queue_core.events import event_publish
-from queue_core.lua import script, source
-from queue_core.services import (
-    RETRY_IDLE_MS,
-    acknowledge_call,
-    dead_letter_call,
+from queue_core.scripts import ACKNOWLEDGE, DEAD_LETTER, RETRY, Refusal, ScriptCall, calls_pipelined
+from queue_core.services import RETRY_IDLE_MS
+from queue_core.types import (
+    Acknowledged,
+    BulkItem,
+    BulkOutcome,
+    BulkResult,
+    BulkScope,
+    DeadLettered,
+    Retried,
+)
+from queue_core.validation import (
     entry_id_after,
     entry_id_check,
     entry_id_key,
     idle_check,
     name_check,
     reason_check,
-    redis_refusal,
-    refusal_text,
-    retry_call,
-)
-from queue_core.types import (
-    BulkItem,
-    BulkOutcome,
-    BulkResult,
-    BulkScope,
 )
 
 #: Most ids one request looks at or changes.
@@ -55,9 +52,72 @@ MAX_SCAN = 10_000
 #: Scripts per pipelined round trip when applying an action.
 CHUNK = 250
 
-_Call = tuple[list[str], list[str | int]]
-#: Scripts known to be loaded, per connection pool (that is, per server).
-_LOADED: weakref.WeakKeyDictionary[ConnectionPool, set[str]] = weakref.WeakKeyDictionary()
+_R = TypeVar("_R")
+
+
+class ScopeArgs(TypedDict, total=False):
+    """Which pending ids a bulk request covers, up to its snapshot id.
+
+    Give explicit ``ids`` or a filter (``consumer``, ``min_idle_ms``, ``cursor``), not
+    both; neither means every pending id. Defaults are ``_scope``'s.
+    """
+
+    #: Explicit ids; those newer than the snapshot are left alone and reported so.
+    ids: Sequence[str] | None
+    #: Filter: only this consumer's entries.
+    consumer: str | None
+    #: Filter: only entries idle at least this long (re-checked inside each script).
+    min_idle_ms: int | None
+    #: Filter: continue from here (a previous request's ``next_cursor``).
+    cursor: str | None
+    #: Most ids this request handles (default and cap ``MAX_LIMIT``).
+    limit: int
+
+
+class ApplyArgs(ScopeArgs, total=False):
+    #: Scripts per pipelined round trip (default ``CHUNK``).
+    chunk_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """A bulk request's scope, checked before Redis is asked."""
+
+    stream: str
+    group: str
+    snapshot_id: str
+    ids: list[str] | None
+    consumer: str | None
+    min_idle_ms: int | None
+    cursor: str | None
+    limit: int
+    chunk_size: int
+
+
+def _scope(
+    *,
+    stream: str,
+    group: str,
+    snapshot_id: str,
+    ids: Sequence[str] | None = None,
+    consumer: str | None = None,
+    min_idle_ms: int | None = None,
+    cursor: str | None = None,
+    limit: int = MAX_LIMIT,
+    chunk_size: int = CHUNK,
+) -> _Scope:
+    """Every check a bulk request makes; ValueError names the first that fails."""
+    name_check(stream, "stream")
+    name_check(group, "group")
+    entry_id_check(snapshot_id, what="snapshot id")
+    _check_filter(ids, consumer, min_idle_ms)
+    _check_limit(limit)
+    if not 1 <= chunk_size <= MAX_LIMIT:
+        raise ValueError(f"chunk_size must be between 1 and {MAX_LIMIT}")
+    checked = None if ids is None else _check_ids(ids, limit)
+    return _Scope(
+        stream, group, snapshot_id, checked, consumer, min_idle_ms, cursor, limit, chunk_size
+    )
 
 
 def _check_limit(limit: int) -> int:
@@ -124,28 +184,18 @@ def pending_ids_matching(
                 stream, group, min=start, max=snapshot_id, count=want, consumername=consumer
             )
         except redis.ResponseError as exc:
-            raise redis_refusal(exc, stream=stream, group=group) from exc
+            raise action_refusal(exc, stream=stream, group=group) from exc
         scanned += len(rows)
         for row in rows:
-            entry_id = row["message_id"].decode()
             if min_idle_ms is None or row["time_since_delivered"] >= min_idle_ms:
-                ids.append(entry_id)
+                ids.append(row["message_id"].decode())
                 if len(ids) == limit:
-                    return BulkScope(
-                        snapshot_id=snapshot_id,
-                        ids=tuple(ids),
-                        scanned=scanned,
-                        next_cursor=entry_id_after(entry_id),
-                    )
+                    return BulkScope(snapshot_id, tuple(ids), scanned, entry_id_after(ids[-1]))
         if len(rows) < want:
-            return BulkScope(
-                snapshot_id=snapshot_id, ids=tuple(ids), scanned=scanned, next_cursor=None
-            )
+            return BulkScope(snapshot_id, tuple(ids), scanned, next_cursor=None)
         start = entry_id_after(rows[-1]["message_id"].decode())
         if scanned >= max_scan:
-            return BulkScope(
-                snapshot_id=snapshot_id, ids=tuple(ids), scanned=scanned, next_cursor=start
-            )
+            return BulkScope(snapshot_id, tuple(ids), scanned, next_cursor=start)
 
 
 def _split_snapshot(ids: list[str], snapshot_id: str) -> tuple[list[str], list[str]]:
@@ -156,17 +206,21 @@ def _split_snapshot(ids: list[str], snapshot_id: str) -> tuple[list[str], list[s
     return inside, newer
 
 
+def _matching(client: redis.Redis, scope: _Scope) -> BulkScope:
+    return pending_ids_matching(
+        client=client,
+        stream=scope.stream,
+        group=scope.group,
+        snapshot_id=scope.snapshot_id,
+        start_id=scope.cursor,
+        consumer=scope.consumer,
+        min_idle_ms=scope.min_idle_ms,
+        limit=scope.limit,
+    )
+
+
 def bulk_scope(
-    *,
-    client: redis.Redis,
-    stream: str,
-    group: str,
-    snapshot_id: str,
-    ids: Sequence[str] | None = None,
-    consumer: str | None = None,
-    min_idle_ms: int | None = None,
-    cursor: str | None = None,
-    limit: int = MAX_LIMIT,
+    *, client: redis.Redis, stream: str, group: str, snapshot_id: str, **scope: Unpack[ScopeArgs]
 ) -> BulkScope:
     """The dry run: which ids a bulk action with these arguments would touch now.
 
@@ -175,23 +229,10 @@ def bulk_scope(
     ``pending_ids_matching`` from ``cursor``. ``count`` is for this request only; when
     ``complete`` is false, more remain after ``next_cursor``.
     """
-    name_check(stream, "stream")
-    name_check(group, "group")
-    entry_id_check(snapshot_id, what="snapshot id")
-    _check_filter(ids, consumer, min_idle_ms)
-    _check_limit(limit)
-    if ids is None:
-        return pending_ids_matching(
-            client=client,
-            stream=stream,
-            group=group,
-            snapshot_id=snapshot_id,
-            start_id=cursor,
-            consumer=consumer,
-            min_idle_ms=min_idle_ms,
-            limit=limit,
-        )
-    inside, _ = _split_snapshot(_check_ids(ids, limit), snapshot_id)
+    checked = _scope(stream=stream, group=group, snapshot_id=snapshot_id, **scope)
+    if checked.ids is None:
+        return _matching(client, checked)
+    inside, _ = _split_snapshot(checked.ids, snapshot_id)
     pipe = client.pipeline(transaction=False)
     for entry_id in inside:
         pipe.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
@@ -201,157 +242,83 @@ def bulk_scope(
     return BulkScope(snapshot_id=snapshot_id, ids=pending, scanned=len(inside), next_cursor=None)
 
 
-def _whole(exc: redis.ResponseError) -> bool:
-    """Whether an error reply is about the stream or group (every entry would get it)."""
-    try:
-        redis_refusal(exc, stream="", group="")
-    except redis.ResponseError:
-        return False
-    return True
-
-
 def _raise_refusals(replies: Sequence[Any], *, stream: str, group: str) -> None:
+    """Raise the first error reply: as ActionRefused when the operator caused it."""
     for reply in replies:
         if isinstance(reply, redis.ResponseError):
-            raise redis_refusal(reply, stream=stream, group=group) from reply
+            raise action_refusal(reply, stream=stream, group=group) from reply
 
 
-def _evalsha_all(client: redis.Redis, sha: str, calls: Sequence[_Call]) -> list[Any]:
-    pipe = client.pipeline(transaction=False)
-    for keys, args in calls:
-        pipe.evalsha(sha, len(keys), *keys, *args)
-    return list(pipe.execute(raise_on_error=False))
+# --- applying an action: the per-entry scripts, pipelined ---------------------------------
 
 
-def scripts_pipelined(client: redis.Redis, name: str, calls: Sequence[_Call]) -> list[Any]:
-    """Run script ``name`` once per call in one pipelined round trip (EVALSHA).
+def _targets(client: redis.Redis, scope: _Scope) -> tuple[list[str], list[BulkItem], str | None]:
+    """The ids to act on, the items of explicit ids newer than the snapshot, the cursor."""
+    if scope.ids is None:
+        found = _matching(client, scope)
+        return list(found.ids), [], found.next_cursor
+    targets, newer = _split_snapshot(scope.ids, scope.snapshot_id)
+    detail = "entry {} arrived after snapshot {}; left alone"
+    skipped = [
+        BulkItem(i, BulkOutcome.NEWER_THAN_SNAPSHOT, detail.format(i, scope.snapshot_id))
+        for i in newer
+    ]
+    return targets, skipped, None
 
-    Each script stays atomic on its own; the pipeline only saves round trips. On NOSCRIPT
-    (a restarted or flushed server) the script is loaded and just those calls run again,
-    which is safe because a NOSCRIPT call did nothing. Replies that are errors are
-    returned as exception objects.
-    """
-    sha = script(client, name).sha
-    loaded = _LOADED.setdefault(client.connection_pool, set())
-    if sha not in loaded:
-        # Once per server and process: otherwise the first chunk would all come back
-        # NOSCRIPT and run twice.
-        client.script_load(source(name))
-        loaded.add(sha)
-    replies = _evalsha_all(client, sha, calls)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if missing:
-        client.script_load(source(name))
-        again = _evalsha_all(client, sha, [calls[i] for i in missing])
-        for i, reply in zip(missing, again, strict=True):
-            replies[i] = reply
+
+def _item(entry_id: str, reply: object) -> BulkItem:
+    """One id's outcome from its script's parsed reply (or error reply)."""
+    if isinstance(reply, Exception):
+        # Once entries have been changed, an error must not hide them from the caller
+        # (the audit row lists what was done): it is this entry's outcome.
+        return BulkItem(
+            entry_id, BulkOutcome.REFUSED, f"entry {entry_id}: Redis refused it: {reply}"
+        )
+    if isinstance(reply, Refusal):
+        if reply.kind == "not-pending":
+            return BulkItem(entry_id, BulkOutcome.NOT_PENDING, reply.message)
+        if reply.kind in ("owner-changed", "idle-changed"):
+            return BulkItem(entry_id, BulkOutcome.CHANGED, reply.message)
+        return BulkItem(entry_id, BulkOutcome.REFUSED, reply.message)
+    new_id = reply.dlq_id if isinstance(reply, DeadLettered) else ""
+    return BulkItem(entry_id, BulkOutcome.DONE, new_id=new_id)
+
+
+def _apply_chunk(
+    client: redis.Redis, scope: _Scope, calls: list[ScriptCall[_R]], changed: bool
+) -> list[_R | Exception]:
+    """Run one chunk's scripts in one round trip. While nothing has been changed yet, a
+    missing group or a key of another type refuses the whole request instead."""
+    replies = calls_pipelined(client, calls)
+    if not changed and not any(not isinstance(r, Exception | Refusal) for r in replies):
+        whole = [e for e in replies if isinstance(e, redis.ResponseError) and not_a_group(e)]
+        _raise_refusals(whole, stream=scope.stream, group=scope.group)
     return replies
 
 
-def _outcome(reply: Any, entry_id: str) -> BulkItem:
-    kind, message = refusal_text(reply, entry_id)
-    if kind == "not-pending":
-        return BulkItem(entry_id=entry_id, outcome=BulkOutcome.NOT_PENDING, detail=message)
-    if kind in ("owner-changed", "idle-changed"):
-        return BulkItem(entry_id=entry_id, outcome=BulkOutcome.CHANGED, detail=message)
-    return BulkItem(entry_id=entry_id, outcome=BulkOutcome.REFUSED, detail=message)
-
-
 def _bulk_apply(
-    *,
     client: redis.Redis,
     action: str,
-    script_name: str,
-    call: Callable[[str, str, int | None], _Call],
-    new_id: Callable[[Any], str],
-    stream: str,
-    group: str,
-    snapshot_id: str,
-    ids: Sequence[str] | None,
-    consumer: str | None,
-    min_idle_ms: int | None,
-    cursor: str | None,
-    limit: int,
-    chunk_size: int,
+    scope: _Scope,
+    call: Callable[[str], ScriptCall[_R]],
 ) -> BulkResult:
-    name_check(stream, "stream")
-    name_check(group, "group")
-    entry_id_check(snapshot_id, what="snapshot id")
-    _check_filter(ids, consumer, min_idle_ms)
-    _check_limit(limit)
-    if not 1 <= chunk_size <= MAX_LIMIT:
-        raise ValueError(f"chunk_size must be between 1 and {MAX_LIMIT}")
-
-    items: list[BulkItem] = []
-    if ids is None:
-        scope = pending_ids_matching(
-            client=client,
-            stream=stream,
-            group=group,
-            snapshot_id=snapshot_id,
-            start_id=cursor,
-            consumer=consumer,
-            min_idle_ms=min_idle_ms,
-            limit=limit,
-        )
-        targets, next_cursor = list(scope.ids), scope.next_cursor
-    else:
-        targets, newer = _split_snapshot(_check_ids(ids, limit), snapshot_id)
-        next_cursor = None
-        items.extend(
-            BulkItem(
-                entry_id=i,
-                outcome=BulkOutcome.NEWER_THAN_SNAPSHOT,
-                detail=f"entry {i} arrived after snapshot {snapshot_id}; left alone",
-            )
-            for i in newer
-        )
-
-    for start in range(0, len(targets), chunk_size):
-        chunk = targets[start : start + chunk_size]
+    """Run ``call``'s script for every id in scope, ``chunk_size`` per round trip, and
+    publish one event for the request when anything was done."""
+    targets, items, next_cursor = _targets(client, scope)
+    for start in range(0, len(targets), scope.chunk_size):
+        chunk = targets[start : start + scope.chunk_size]
         # The filter is re-checked inside each script: an entry a worker took back between
         # the listing and the script is skipped as changed, not acted on.
-        replies = scripts_pipelined(
-            client, script_name, [call(entry_id, consumer or "", min_idle_ms) for entry_id in chunk]
-        )
-        changed = any(i.outcome is BulkOutcome.DONE for i in items) or any(
-            not isinstance(reply, Exception) and reply[0] for reply in replies
-        )
-        if not changed:
-            # A missing group or a key of another type refuses the whole request, while
-            # nothing has been changed yet.
-            _raise_refusals(
-                [e for e in replies if isinstance(e, redis.ResponseError) and _whole(e)],
-                stream=stream,
-                group=group,
-            )
-        for entry_id, reply in zip(chunk, replies, strict=True):
-            if isinstance(reply, Exception):
-                # Once entries have been changed, an error must not hide them from the
-                # caller (the audit row lists what was done): it is this entry's outcome.
-                items.append(
-                    BulkItem(
-                        entry_id=entry_id,
-                        outcome=BulkOutcome.REFUSED,
-                        detail=f"entry {entry_id}: Redis refused it: {reply}",
-                    )
-                )
-            elif reply[0]:
-                items.append(
-                    BulkItem(entry_id=entry_id, outcome=BulkOutcome.DONE, new_id=new_id(reply))
-                )
-            else:
-                items.append(_outcome(reply, entry_id))
-
-    result = BulkResult(
-        action=action, snapshot_id=snapshot_id, items=tuple(items), next_cursor=next_cursor
-    )
+        changed = any(i.outcome is BulkOutcome.DONE for i in items)
+        replies = _apply_chunk(client, scope, [call(i) for i in chunk], changed)
+        items.extend(_item(i, reply) for i, reply in zip(chunk, replies, strict=True))
+    result = BulkResult(action, scope.snapshot_id, tuple(items), next_cursor)
     if result.done:
         event_publish(
             client=client,
             type="action",
-            stream=stream,
-            group=group,
+            stream=scope.stream,
+            group=scope.group,
             action=action,
             ids=list(result.done),
             bulk=True,
@@ -365,23 +332,20 @@ def bulk_retry(
     stream: str,
     group: str,
     snapshot_id: str,
-    ids: Sequence[str] | None = None,
-    consumer: str | None = None,
-    min_idle_ms: int | None = None,
-    cursor: str | None = None,
-    limit: int = MAX_LIMIT,
     idle_ms: int = RETRY_IDLE_MS,
-    chunk_size: int = CHUNK,
+    **scope: Unpack[ApplyArgs],
 ) -> BulkResult:
     """``entry_retry`` for each id in scope: one pipelined round trip per ``chunk_size`` ids.
 
-    Scope as in ``bulk_scope``. Returns per-id outcomes and the cursor for the next
-    request (None when done). O(log n) in Redis per id.
+    Scope as in ``bulk_scope`` (``ScopeArgs``). Returns per-id outcomes and the cursor for
+    the next request (None when done). O(log n) in Redis per id.
     """
     idle_check(idle_ms, "idle_ms")
+    checked = _scope(stream=stream, group=group, snapshot_id=snapshot_id, **scope)
+    owner, min_idle = checked.consumer or "", checked.min_idle_ms
 
-    def call(entry_id: str, owner: str, min_idle: int | None) -> _Call:
-        return retry_call(
+    def call(entry_id: str) -> ScriptCall[Retried | Refusal]:
+        return RETRY.call(
             stream=stream,
             group=group,
             entry_id=entry_id,
@@ -390,22 +354,7 @@ def bulk_retry(
             min_idle_ms=min_idle,
         )
 
-    return _bulk_apply(
-        client=client,
-        action="retry",
-        script_name="retry",
-        call=call,
-        new_id=lambda reply: "",
-        stream=stream,
-        group=group,
-        snapshot_id=snapshot_id,
-        ids=ids,
-        consumer=consumer,
-        min_idle_ms=min_idle_ms,
-        cursor=cursor,
-        limit=limit,
-        chunk_size=chunk_size,
-    )
+    return _bulk_apply(client, "retry", checked, call)
 
 
 def bulk_dead_letter(
@@ -416,12 +365,7 @@ def bulk_dead_letter(
     snapshot_id: str,
     reason: str,
     operator: str,
-    ids: Sequence[str] | None = None,
-    consumer: str | None = None,
-    min_idle_ms: int | None = None,
-    cursor: str | None = None,
-    limit: int = MAX_LIMIT,
-    chunk_size: int = CHUNK,
+    **scope: Unpack[ApplyArgs],
 ) -> BulkResult:
     """``entry_dead_letter`` for each id in scope; each item's ``new_id`` is its DLQ id.
 
@@ -429,9 +373,11 @@ def bulk_dead_letter(
     CrossSlotName for a stream whose DLQ cannot share its slot.
     """
     reason = reason_check(reason, required=True)
+    checked = _scope(stream=stream, group=group, snapshot_id=snapshot_id, **scope)
+    owner, min_idle = checked.consumer or "", checked.min_idle_ms
 
-    def call(entry_id: str, owner: str, min_idle: int | None) -> _Call:
-        return dead_letter_call(
+    def call(entry_id: str) -> ScriptCall[DeadLettered | Refusal]:
+        return DEAD_LETTER.call(
             stream=stream,
             group=group,
             entry_id=entry_id,
@@ -441,26 +387,7 @@ def bulk_dead_letter(
             min_idle_ms=min_idle,
         )
 
-    def dlq_id(reply: Any) -> str:
-        value = reply[0]
-        return value.decode() if isinstance(value, bytes) else str(value)
-
-    return _bulk_apply(
-        client=client,
-        action="dead_letter",
-        script_name="dead_letter",
-        call=call,
-        new_id=dlq_id,
-        stream=stream,
-        group=group,
-        snapshot_id=snapshot_id,
-        ids=ids,
-        consumer=consumer,
-        min_idle_ms=min_idle_ms,
-        cursor=cursor,
-        limit=limit,
-        chunk_size=chunk_size,
-    )
+    return _bulk_apply(client, "dead_letter", checked, call)
 
 
 def bulk_acknowledge(
@@ -470,21 +397,18 @@ def bulk_acknowledge(
     group: str,
     snapshot_id: str,
     reason: str,
-    ids: Sequence[str] | None = None,
-    consumer: str | None = None,
-    min_idle_ms: int | None = None,
-    cursor: str | None = None,
-    limit: int = MAX_LIMIT,
-    chunk_size: int = CHUNK,
+    **scope: Unpack[ApplyArgs],
 ) -> BulkResult:
     """``entry_acknowledge`` for each id in scope; ``reason`` is required (ValueError).
 
     One pipelined round trip per ``chunk_size`` ids; O(log n) in Redis per id.
     """
     reason_check(reason, required=True)
+    checked = _scope(stream=stream, group=group, snapshot_id=snapshot_id, **scope)
+    owner, min_idle = checked.consumer or "", checked.min_idle_ms
 
-    def call(entry_id: str, owner: str, min_idle: int | None) -> _Call:
-        return acknowledge_call(
+    def call(entry_id: str) -> ScriptCall[Acknowledged | Refusal]:
+        return ACKNOWLEDGE.call(
             stream=stream,
             group=group,
             entry_id=entry_id,
@@ -492,19 +416,4 @@ def bulk_acknowledge(
             min_idle_ms=min_idle,
         )
 
-    return _bulk_apply(
-        client=client,
-        action="acknowledge",
-        script_name="acknowledge",
-        call=call,
-        new_id=lambda reply: "",
-        stream=stream,
-        group=group,
-        snapshot_id=snapshot_id,
-        ids=ids,
-        consumer=consumer,
-        min_idle_ms=min_idle_ms,
-        cursor=cursor,
-        limit=limit,
-        chunk_size=chunk_size,
-    )
+    return _bulk_apply(client, "acknowledge", checked, call)

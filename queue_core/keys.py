@@ -37,6 +37,33 @@ RESERVED_PREFIX = "ackboard."
 REPLAY_GROUP_FIELD = RESERVED_PREFIX + "replay-group"
 REPLAY_OF_FIELD = RESERVED_PREFIX + "replay-of"
 
+#: The metadata a dead-lettered entry carries after its own fields. ``dead_letter.lua``
+#: writes them in the order of ``DEAD_LETTER_FIELDS`` and the scripts get every name
+#: through ARGV, so this is their one spelling. Stored entries depend on it: renaming or
+#: reordering one changes what is on disk.
+ORIGIN_STREAM_FIELD = RESERVED_PREFIX + "origin-stream"
+ORIGIN_GROUP_FIELD = RESERVED_PREFIX + "origin-group"
+ORIGIN_ID_FIELD = RESERVED_PREFIX + "origin-id"
+CONSUMER_FIELD = RESERVED_PREFIX + "consumer"
+DELIVERIES_FIELD = RESERVED_PREFIX + "deliveries"
+LAST_ERROR_FIELD = RESERVED_PREFIX + "last-error"
+REASON_FIELD = RESERVED_PREFIX + "reason"
+OPERATOR_FIELD = RESERVED_PREFIX + "operator"
+DEAD_LETTERED_AT_FIELD = RESERVED_PREFIX + "dead-lettered-at"
+PAYLOAD_MISSING_FIELD = RESERVED_PREFIX + "payload-missing"
+DEAD_LETTER_FIELDS = (
+    ORIGIN_STREAM_FIELD,
+    ORIGIN_GROUP_FIELD,
+    ORIGIN_ID_FIELD,
+    CONSUMER_FIELD,
+    DELIVERIES_FIELD,
+    LAST_ERROR_FIELD,
+    REASON_FIELD,
+    OPERATOR_FIELD,
+    DEAD_LETTERED_AT_FIELD,
+    PAYLOAD_MISSING_FIELD,
+)
+
 #: Longest stream name the dashboard accepts in a URL (Redis allows 512 MB; people do not).
 MAX_NAME_LENGTH = 1024
 

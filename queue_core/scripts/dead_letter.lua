@@ -9,8 +9,12 @@
 -- ARGV[4] - last handler error ('' when none)
 -- ARGV[5] - operator who asked ('' when a worker moves it)
 -- ARGV[6] - the consumer that must own the entry ('' for any owner)
--- ARGV[7] - optional: the idle time the entry must have reached, in ms ('' or absent for
---           no guard); an operator's "changed since you looked" check
+-- ARGV[7] - the idle time the entry must have reached, in ms ('' for no guard); an
+--           operator's "changed since you looked" check
+-- ARGV[8..17] - the metadata field names (queue_core.keys.DEAD_LETTER_FIELDS), in the
+--           order their values are written: origin stream, origin group, origin id,
+--           consumer, deliveries, last error, reason, operator, dead-lettered-at (ms),
+--           payload-missing ('1' when the entry's fields were already deleted)
 -- returns {dlq_id, owner, deliveries, payload_missing} on success,
 --         {false, 'not-pending'} when the entry is not pending in the group,
 --         {false, 'owner-changed', owner} when ARGV[6] is set and another consumer owns it,
@@ -20,7 +24,7 @@
 --           values); nothing is changed and the entry stays pending
 -- Lua 5.1's unpack() fails above ~8,000 values (LUAI_MAXCSTACK); keep a margin.
 local MAX_VALUES = 7990
-local META_VALUES = 20
+local META_VALUES = 2 * (#ARGV - 7)
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #pending == 0 then
   return {false, 'not-pending'}
@@ -30,7 +34,7 @@ local deliveries = pending[1][4]
 if ARGV[6] ~= '' and ARGV[6] ~= owner then
   return {false, 'owner-changed', owner}
 end
-if ARGV[7] and ARGV[7] ~= '' and pending[1][3] < tonumber(ARGV[7]) then
+if ARGV[7] ~= '' and pending[1][3] < tonumber(ARGV[7]) then
   return {false, 'idle-changed', pending[1][3]}
 end
 
@@ -48,18 +52,19 @@ if #entry == 1 and entry[1][2] then
 end
 local now = redis.call('TIME')
 local meta = {
-  'ackboard.origin-stream', KEYS[1],
-  'ackboard.origin-group', ARGV[1],
-  'ackboard.origin-id', ARGV[2],
-  'ackboard.consumer', owner,
-  'ackboard.deliveries', tostring(deliveries),
-  'ackboard.last-error', ARGV[4],
-  'ackboard.reason', ARGV[3],
-  'ackboard.operator', ARGV[5],
-  'ackboard.dead-lettered-at', tostring(now[1] * 1000 + math.floor(now[2] / 1000)),
-  'ackboard.payload-missing', tostring(missing),
+  KEYS[1],
+  ARGV[1],
+  ARGV[2],
+  owner,
+  tostring(deliveries),
+  ARGV[4],
+  ARGV[3],
+  ARGV[5],
+  tostring(now[1] * 1000 + math.floor(now[2] / 1000)),
+  tostring(missing),
 }
-for _, value in ipairs(meta) do
+for i, value in ipairs(meta) do
+  args[#args + 1] = ARGV[7 + i]
   args[#args + 1] = value
 end
 local dlq_id = redis.call('XADD', KEYS[2], '*', unpack(args))

@@ -8,7 +8,11 @@
 -- ARGV[1] - the dead-letter entry id
 -- ARGV[2] - the reserved field prefix ('ackboard.'); such fields are not copied back
 -- ARGV[3] - the target-group field name (queue_core.keys.REPLAY_GROUP_FIELD)
--- ARGV[4] - the origin-id field name (queue_core.keys.REPLAY_OF_FIELD)
+-- ARGV[4] - the replayed-from field name (queue_core.keys.REPLAY_OF_FIELD)
+-- ARGV[5] - the origin-stream field name (queue_core.keys.ORIGIN_STREAM_FIELD)
+-- ARGV[6] - the origin-group field name (queue_core.keys.ORIGIN_GROUP_FIELD)
+-- ARGV[7] - the origin-id field name (queue_core.keys.ORIGIN_ID_FIELD)
+-- ARGV[8] - the payload-missing field name (queue_core.keys.PAYLOAD_MISSING_FIELD)
 -- returns {new_id, group, origin_id} on success,
 --         {false, 'not-found'} when the dead-letter entry does not exist,
 --         {false, 'wrong-stream', origin_stream} when it came from another stream,
@@ -39,16 +43,16 @@ for i = 1, #fields, 2 do
     payload[#payload + 1] = fields[i + 1]
   end
 end
-local origin_stream = meta[prefix .. 'origin-stream']
+local origin_stream = meta[ARGV[5]]
 if origin_stream and origin_stream ~= KEYS[1] then
   return {false, 'wrong-stream', origin_stream}
 end
-local group = meta[prefix .. 'origin-group']
-local origin_id = meta[prefix .. 'origin-id']
+local group = meta[ARGV[6]]
+local origin_id = meta[ARGV[7]]
 if not group or group == '' or not origin_id or origin_id == '' then
   return {false, 'no-origin'}
 end
-if meta[prefix .. 'payload-missing'] == '1' or #payload == 0 then
+if meta[ARGV[8]] == '1' or #payload == 0 then
   return {false, 'payload-missing'}
 end
 if #payload + 4 > MAX_VALUES then

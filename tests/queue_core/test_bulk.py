@@ -13,10 +13,9 @@ from queue_core.bulk import (
     bulk_retry,
     bulk_scope,
     pending_ids_matching,
-    scripts_pipelined,
 )
 from queue_core.keys import stream_keys
-from queue_core.services import retry_call
+from queue_core.scripts import RETRY, Refusal, calls_pipelined
 from queue_core.types import ActionRefused, BulkOutcome
 from tests.factories import make_pending
 from tests.redis_server import RedisServer
@@ -250,20 +249,11 @@ class BulkApplyTests:
     ) -> None:
         [entry_id] = make_pending(r, stream, "g", "c2", 1)
         # What a bulk retry filtered on consumer c1 would send if c2 took the entry meanwhile.
-        [reply] = scripts_pipelined(
-            r,
-            "retry",
-            [
-                retry_call(
-                    stream=stream,
-                    group="g",
-                    entry_id=entry_id,
-                    idle_ms=60_000,
-                    expected_consumer="c1",
-                )
-            ],
+        call = RETRY.call(
+            stream=stream, group="g", entry_id=entry_id, idle_ms=60_000, expected_consumer="c1"
         )
-        assert reply[0] is None and reply[1] == b"owner-changed"
+        [reply] = calls_pipelined(r, [call])
+        assert isinstance(reply, Refusal) and reply.kind == "owner-changed"
         row: Any = r.xpending_range(stream, "g", min=entry_id, max=entry_id, count=1)
         assert row[0]["time_since_delivered"] < 60_000
 

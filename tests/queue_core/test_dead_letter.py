@@ -10,7 +10,6 @@ import pytest
 import redis
 
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
-from queue_core.lua import script
 from queue_core.services import (
     TooManyFields,
     dlq_delete,
@@ -72,19 +71,31 @@ class EntryDeadLetterTests:
         assert first is not None and second is None
         assert r.xlen(stream_keys(stream).dlq) == 1
 
-    def test_script_still_accepts_the_original_six_arguments(
+    def test_stored_metadata_keeps_its_names_values_and_order(
         self, r: redis.Redis, stream: str
     ) -> None:
+        # The names now reach the script through ARGV (queue_core.keys): entries already
+        # stored must read the same, so the wire format is spelled out here, not imported.
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        keys = stream_keys(stream)
-        reply = script(r, "dead_letter")(
-            keys=[keys.stream, keys.dlq], args=["g", entry_id, "x", "", "", ""]
-        )
-        assert reply[0] and r.xlen(keys.dlq) == 1
-        again = script(r, "dead_letter")(
-            keys=[keys.stream, keys.dlq], args=["g", entry_id, "x", "", "", ""]
-        )
-        assert again == [None, b"not-pending"]
+        moved = entry_dead_letter(
+            client=r, stream=stream, group="g", entry_id=entry_id, reason="poison",
+            last_error="boom", operator="alice",
+        )  # fmt: skip
+        assert moved is not None
+        [(_, fields)] = r.xrange(stream_keys(stream).dlq)  # a dict in the reply's order
+        names, values = list(fields), list(fields.values())
+        assert names == [
+            b"n", b"payload",
+            b"ackboard.origin-stream", b"ackboard.origin-group", b"ackboard.origin-id",
+            b"ackboard.consumer", b"ackboard.deliveries", b"ackboard.last-error",
+            b"ackboard.reason", b"ackboard.operator", b"ackboard.dead-lettered-at",
+            b"ackboard.payload-missing",
+        ]  # fmt: skip
+        assert values[:10] == [
+            b"0", b'{"n": 0}', stream.encode(), b"g", entry_id.encode(), b"c1", b"1",
+            b"boom", b"poison", b"alice",
+        ]  # fmt: skip
+        assert values[10].isdigit() and values[11] == b"0"
 
 
 def wide_pending(r: redis.Redis, stream: str, n_fields: int, group: str = "g") -> str:

@@ -74,11 +74,11 @@ def setup_django(db_path: Path) -> None:
 def fill(n: int, now: datetime) -> None:
     from django.db import transaction
 
-    from dashboard.models import FailureRecord
+    from dashboard.models import IndexedFailure
 
     rng = random.Random(7)
     span_s = 30 * 86_400
-    batch: list[FailureRecord] = []
+    batch: list[IndexedFailure] = []
     for i in range(n):
         stream = STREAMS[i % len(STREAMS)]
         error = ERRORS[rng.randrange(len(ERRORS))]
@@ -89,7 +89,7 @@ def fill(n: int, now: datetime) -> None:
             for _ in range(10)
         )
         batch.append(
-            FailureRecord(
+            IndexedFailure(
                 failures_key="{" + stream + "}:failures",
                 source_id=f"{i}-0",
                 stream=stream,
@@ -106,11 +106,11 @@ def fill(n: int, now: datetime) -> None:
         )
         if len(batch) == 5_000:
             with transaction.atomic():
-                FailureRecord.objects.bulk_create(batch)
+                IndexedFailure.objects.bulk_create(batch)
             batch.clear()
     if batch:
         with transaction.atomic():
-            FailureRecord.objects.bulk_create(batch)
+            IndexedFailure.objects.bulk_create(batch)
 
 
 def median_ms(fn: Callable[[], Any], runs: int) -> float:
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         failures_count_since,
         last_failures,
     )
-    from dashboard.models import FailureRecord
+    from dashboard.models import IndexedFailure
 
     call_command("migrate", verbosity=0)
     now = datetime.now(UTC)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     def baseline() -> None:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT COUNT(*) FROM dashboard_failurerecord WHERE stream = %s", [stream]
+                "SELECT COUNT(*) FROM dashboard_indexedfailure WHERE stream = %s", [stream]
             )
             cursor.fetchone()
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         cursor_200 = result.older
         result = failure_search(filters=FailureFilter(), before=cursor_200)
     some_ids = list(
-        FailureRecord.objects.filter(stream=stream, group="billing").values_list(
+        IndexedFailure.objects.filter(stream=stream, group="billing").values_list(
             "entry_id", flat=True
         )[:50]
     )
@@ -239,7 +239,7 @@ def ingest_throughput(n: int) -> None:
     from django.db import transaction
 
     from dashboard.failure_index import failure_record_parse, failures_ingest
-    from dashboard.models import FailureRecord
+    from dashboard.models import IndexedFailure
     from queue_core.connection import connect
     from queue_core.keys import stream_keys
     from tests.redis_server import RedisServer
@@ -277,7 +277,7 @@ def ingest_throughput(n: int) -> None:
         start = time.perf_counter()
         for k in range(0, len(rows), 500):
             with transaction.atomic():
-                FailureRecord.objects.bulk_create(rows[k : k + 500], ignore_conflicts=True)
+                IndexedFailure.objects.bulk_create(rows[k : k + 500], ignore_conflicts=True)
         bare = len(rows) / (time.perf_counter() - start)
         start = time.perf_counter()
         stored = failures_ingest(client=client, once=True)

@@ -50,9 +50,11 @@ class AuditEvent(models.Model):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.result}"
 
 
-class FailureRecord(models.Model):
-    """One failed handler attempt, ingested from a ``{S}:failures`` stream.
+class IndexedFailure(models.Model):
+    """One failed handler attempt as a row of the failure index (``dashboard.failure_index``).
 
+    The ingestor copies it from a ``{S}:failures`` record, which a worker wrote from a
+    ``queue_core.failures.FailureRecord``; the row outlives the stream's cap.
     ``(failures_key, source_id)`` is unique, which makes ingestion idempotent on redelivery.
     """
 
@@ -85,3 +87,9 @@ class FailureRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream} {self.entry_id} #{self.attempt} {self.error_type}"
+
+
+#: Transitional: the failure index's model was called FailureRecord, the name of the core's
+#: dataclass. Kept only until the last importer (dashboard/live/broadcaster.py, being
+#: restructured) imports IndexedFailure; then delete this line.
+FailureRecord = IndexedFailure

@@ -2,7 +2,7 @@
 
 Workers write one record per failed attempt to a capped ``{S}:failures`` stream
 (``queue_core.failures``); this package keeps them after the stream is trimmed, as rows of
-``dashboard.models.FailureRecord``, so pages can show an entry's history and operators
+``dashboard.models.IndexedFailure``, so pages can show an entry's history and operators
 can search every failure. One module per job:
 
 - ``records``: one stream record parsed into an unsaved row (pure; malformed is kept).

@@ -30,7 +30,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 
 from dashboard.failure_index.records import failure_record_parse
 from dashboard.failure_index.retention import failures_prune_expired
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from queue_core.backoff import Backoff
 from queue_core.keys import (
     EVENTS_CHANNEL,
@@ -86,7 +86,7 @@ def failure_sources_discover(
 
 
 class FailureIngestor:
-    """Moves records from every ``{S}:failures`` stream into FailureRecord, ack after commit.
+    """Moves records from every ``{S}:failures`` stream into IndexedFailure rows, ack after commit.
 
     For each stream: a consumer group (``INGEST_GROUP``, created at ``0`` so history is
     taken too) reads a batch; the batch is written in one durable transaction with
@@ -149,9 +149,9 @@ class FailureIngestor:
     # -- the ack contract --------------------------------------------------------------
 
     def _store(self, source: _Source, entries: Sequence[Any]) -> int:
-        """Write ``entries`` in one durable transaction, then XACK them. Returns the count."""
+        """Store ``entries`` as rows in one durable transaction, then XACK them. Returns a count."""
         ids: list[bytes] = []
-        records: list[FailureRecord] = []
+        rows: list[IndexedFailure] = []
         for entry_id, fields in entries:
             ids.append(entry_id)
             if fields is None:
@@ -162,7 +162,7 @@ class FailureIngestor:
                     entry_id.decode(),
                 )
                 continue
-            records.append(
+            rows.append(
                 failure_record_parse(
                     failures_key=source.name,
                     stream=source.stream,
@@ -172,12 +172,12 @@ class FailureIngestor:
             )
         if not ids:
             return 0
-        if records:
+        if rows:
             try:
                 # durable: this is the outermost transaction, so leaving the block is the
                 # commit and the XACK below can never run for rows that might roll back.
                 with transaction.atomic(durable=True):
-                    FailureRecord.objects.bulk_create(records, ignore_conflicts=True)
+                    IndexedFailure.objects.bulk_create(rows, ignore_conflicts=True)
             except DatabaseError:
                 source.retry_own = True
                 raise

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db.models import Count, F, Window
 from django.db.models.functions import RowNumber
 
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 
 
 def last_failures(*, stream: str, group: str, entry_ids: Sequence[str]) -> dict[str, str]:
@@ -25,7 +25,7 @@ def last_failures(*, stream: str, group: str, entry_ids: Sequence[str]) -> dict[
     if not entry_ids:
         return {}
     latest = (
-        FailureRecord.objects.filter(stream=stream, group=group, entry_id__in=list(entry_ids))
+        IndexedFailure.objects.filter(stream=stream, group=group, entry_id__in=list(entry_ids))
         .annotate(
             rank=Window(
                 RowNumber(),
@@ -39,13 +39,13 @@ def last_failures(*, stream: str, group: str, entry_ids: Sequence[str]) -> dict[
     return dict(latest)
 
 
-def failure_history(*, stream: str, entry_id: str, limit: int = 1000) -> list[FailureRecord]:
+def failure_history(*, stream: str, entry_id: str, limit: int = 1000) -> list[IndexedFailure]:
     """Every recorded attempt of ``entry_id`` in any group of ``stream``, oldest first.
 
     One query on the ``(stream, entry_id)`` index. Attempts are bounded by the groups'
     max deliveries; ``limit`` is a guard that keeps the newest ``limit`` if ever exceeded.
     """
-    newest = FailureRecord.objects.filter(stream=stream, entry_id=entry_id).order_by(
+    newest = IndexedFailure.objects.filter(stream=stream, entry_id=entry_id).order_by(
         "-failed_at", "-id"
     )[:limit]
     return list(reversed(newest))
@@ -60,7 +60,7 @@ def failures_count_since(*, streams: Sequence[str], since: datetime) -> dict[str
     if not counts:
         return counts
     rows = (
-        FailureRecord.objects.filter(stream__in=list(counts), failed_at__gte=since)
+        IndexedFailure.objects.filter(stream__in=list(counts), failed_at__gte=since)
         .order_by()
         .values("stream")
         .annotate(n=Count("id"))

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 
 #: Text caps, so one oversized record cannot make its whole batch fail on a strict database.
 MESSAGE_CAP = 4_000
@@ -25,7 +25,7 @@ MALFORMED = "Malformed"
 _ENTRY_ID = re.compile(r"\A\d{1,20}-\d{1,20}\Z")
 _MAX_LEN = {
     f.name: f.max_length
-    for f in FailureRecord._meta.concrete_fields
+    for f in IndexedFailure._meta.concrete_fields
     if isinstance(f.max_length, int)
 }
 
@@ -44,8 +44,8 @@ def _ms_datetime(ms: int) -> datetime:
 
 def failure_record_parse(
     *, failures_key: str, stream: str, source_id: str, fields: Mapping[bytes, bytes]
-) -> FailureRecord:
-    """One ``{S}:failures`` entry as an unsaved FailureRecord, keeping whatever parses.
+) -> IndexedFailure:
+    """One ``{S}:failures`` entry as an unsaved IndexedFailure, keeping whatever parses.
 
     A record missing a field, or with a field that does not parse, is stored anyway with
     ``error_type="Malformed"``; the message says what was wrong and the traceback keeps
@@ -63,7 +63,7 @@ def failure_record_parse(
         p for p in (attempt_problem, duration_problem, failed_at_problem, entry_id_problem) if p
     ]
     error_type, message, traceback = _error_describe(text, problems)
-    return FailureRecord(
+    return IndexedFailure(
         failures_key=_short("failures_key", failures_key),
         source_id=source_id,
         stream=_short("stream", stream),

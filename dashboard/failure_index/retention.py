@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 
 
 def failures_prune(*, older_than: datetime, batch_size: int = 5000) -> int:
@@ -26,14 +26,14 @@ def failures_prune(*, older_than: datetime, batch_size: int = 5000) -> int:
     deleted = 0
     while True:
         ids = list(
-            FailureRecord.objects.filter(failed_at__lt=older_than)
+            IndexedFailure.objects.filter(failed_at__lt=older_than)
             .order_by("failed_at")
             .values_list("id", flat=True)[:batch_size]
         )
         if not ids:
             return deleted
         with transaction.atomic():
-            n, _ = FailureRecord.objects.filter(id__in=ids).delete()
+            n, _ = IndexedFailure.objects.filter(id__in=ids).delete()
         deleted += n
 
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q, QuerySet
 
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 
 #: Rows per page of the Failures page.
 SEARCH_PAGE_SIZE = 50
@@ -58,13 +58,13 @@ class FailureFilter:
 class FailurePage:
     """One page of matches, newest first, with keyset cursors to the pages beside it."""
 
-    rows: tuple[FailureRecord, ...]
+    rows: tuple[IndexedFailure, ...]
     newer: str | None
     older: str | None
     elapsed_ms: float = field(default=0.0, compare=False)
 
 
-def cursor_encode(row: FailureRecord) -> str:
+def cursor_encode(row: IndexedFailure) -> str:
     micros = int(row.failed_at.timestamp() * 1_000_000)
     return f"{micros}.{row.pk}"
 
@@ -81,12 +81,12 @@ def cursor_decode(value: str) -> tuple[datetime, int]:
     return when, int(pk)
 
 
-def failure_filter_queryset(*, filters: FailureFilter) -> QuerySet[FailureRecord]:
+def failure_filter_queryset(*, filters: FailureFilter) -> QuerySet[IndexedFailure]:
     """The rows matching ``filters``, unordered. Equality filters and the time range are
     served by the indexes (stream[, group], failed_at) or (error_type, failed_at); the text
     filter is a LIKE on the rows those leave, which is why searches carry a time budget.
     """
-    qs = FailureRecord.objects.all()
+    qs = IndexedFailure.objects.all()
     if filters.stream:
         qs = qs.filter(stream=filters.stream)
     if filters.group:
@@ -167,8 +167,8 @@ def failure_search(
 
 
 def _keyset(
-    qs: QuerySet[FailureRecord], *, before: str | None, after: str | None
-) -> QuerySet[FailureRecord]:
+    qs: QuerySet[IndexedFailure], *, before: str | None, after: str | None
+) -> QuerySet[IndexedFailure]:
     """``qs`` from the cursor on, in reading order: newest first, or oldest first after
     ``after`` (the Newer link reads upwards from its cursor; ``_page`` turns it back)."""
     if before is not None:
@@ -184,7 +184,7 @@ def _keyset(
 
 
 def _page(
-    fetched: list[FailureRecord],
+    fetched: list[IndexedFailure],
     *,
     page_size: int,
     before: str | None,

@@ -23,7 +23,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard import failure_index
 from dashboard.converters import name_problem
 from dashboard.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from dashboard.permissions import queues_view_required
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 
@@ -70,7 +70,7 @@ class FailureSearchForm(forms.Form):
 class FailureRow:
     """A result row with the links the template needs (None when a link cannot be made)."""
 
-    record: FailureRecord
+    failure: IndexedFailure
     entry_url: str | None
     stream_url: str | None
     group_url: str | None
@@ -93,7 +93,7 @@ def _rows(page: FailurePage) -> list[FailureRow]:
     patterns = tuple(settings.ACKBOARD_STREAMS)
     return [
         FailureRow(
-            record=f,
+            failure=f,
             entry_url=_url("dashboard:entry-detail", stream=f.stream, entry_id=f.entry_id),
             stream_url=_url("dashboard:stream-detail", stream=f.stream),
             group_url=_url("dashboard:group-detail", stream=f.stream, group=f.group),

@@ -24,7 +24,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, FailureRecord
+from dashboard.models import AuditEvent, IndexedFailure
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
 from tests.factories import make_pending
@@ -141,7 +141,7 @@ def seeded(settings: Any, redis_url: str, prefix: str, r: redis.Redis) -> dict[s
     for entry_id in ids[2:]:
         entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="poison")
     for attempt, entry_id in enumerate(ids[:2], start=1):
-        FailureRecord.objects.create(
+        IndexedFailure.objects.create(
             failures_key=stream_keys(stream).failures,
             source_id=f"{attempt}-0",
             stream=stream,

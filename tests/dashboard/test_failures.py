@@ -24,7 +24,7 @@ from dashboard.failure_index import (
     failures_prune,
     last_failures,
 )
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 
 pytestmark = pytest.mark.django_db
 
@@ -32,8 +32,8 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 _seq = itertools.count(1)
 
 
-def record(**overrides: Any) -> FailureRecord:
-    """Save one FailureRecord with plausible defaults; ``minutes`` offsets failed_at from T0."""
+def record(**overrides: Any) -> IndexedFailure:
+    """Save one IndexedFailure with plausible defaults; ``minutes`` offsets failed_at from T0."""
     n = next(_seq)
     minutes = overrides.pop("minutes", n)
     values: dict[str, Any] = {
@@ -53,7 +53,7 @@ def record(**overrides: Any) -> FailureRecord:
     values.update(overrides)
     if "failures_key" not in overrides:
         values["failures_key"] = "{" + values["stream"] + "}:failures"
-    return FailureRecord.objects.create(**values)
+    return IndexedFailure.objects.create(**values)
 
 
 class LastFailuresTests:
@@ -162,8 +162,8 @@ class FailureSearchTests:
                 failure_search(filters=FailureFilter(), before=bad)
 
     def test_cost_cap_stops_a_broad_scan(self) -> None:
-        FailureRecord.objects.bulk_create(
-            FailureRecord(
+        IndexedFailure.objects.bulk_create(
+            IndexedFailure(
                 failures_key="{orders}:failures",
                 source_id=f"{i}-0",
                 stream="orders",
@@ -189,7 +189,7 @@ class FailuresPruneTests:
             record(message=f"old{i}", minutes=-100 - i)
         record(message="new", minutes=0)
         assert failures_prune(older_than=T0, batch_size=2) == 5
-        assert list(FailureRecord.objects.values_list("message", flat=True)) == ["new"]
+        assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["new"]
 
     def test_command_uses_retention_setting_or_days(
         self, settings: SettingsWrapper, capsys: pytest.CaptureFixture[str]
@@ -202,7 +202,7 @@ class FailuresPruneTests:
         call_command("prune_failures")
         assert "Deleted 1 failure record " in capsys.readouterr().out
         call_command("prune_failures", "--days", "5", "--batch", "1")
-        assert list(FailureRecord.objects.values_list("message", flat=True)) == ["today"]
+        assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["today"]
 
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'

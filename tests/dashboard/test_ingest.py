@@ -30,7 +30,7 @@ from dashboard.failure_index import (
     failures_ingest,
     failures_ingest_loop,
 )
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
 
@@ -70,7 +70,7 @@ def fail_bulk_create(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(FailureRecord.objects, "bulk_create", broken)
+    monkeypatch.setattr(IndexedFailure.objects, "bulk_create", broken)
 
 
 class IngestTests:
@@ -83,7 +83,7 @@ class IngestTests:
 
         assert failures_ingest(client=r, once=True) == 3
 
-        rows = FailureRecord.objects.order_by("stream", "attempt")
+        rows = IndexedFailure.objects.order_by("stream", "attempt")
         assert [(f.stream, f.entry_id, f.attempt, f.consumer) for f in rows] == [
             (orders, "1-0", 1, "worker-1"),
             (orders, "1-0", 2, "worker-2"),
@@ -114,7 +114,7 @@ class IngestTests:
             )
         assert failures_record(client=r, stream=stream, records=[written], publish=False) == 1
         assert failures_ingest(client=r, once=True) == 1
-        row = FailureRecord.objects.get()
+        row = IndexedFailure.objects.get()
         assert (row.stream, row.group, row.entry_id, row.consumer, row.attempt) == (
             stream,
             "billing",
@@ -133,7 +133,7 @@ class IngestTests:
         for i in range(3):
             add_failure(r, stream, f"{i}-0")
         assert failures_ingest(client=r, once=True, batch=2) == 3
-        assert FailureRecord.objects.count() == 3
+        assert IndexedFailure.objects.count() == 3
 
     def test_redelivery_is_idempotent(self, r: redis.Redis, stream: str) -> None:
         for i in range(4):
@@ -142,7 +142,7 @@ class IngestTests:
         # Deliver the same records again: as if acks were lost after the commit.
         r.xgroup_setid(stream_keys(stream).failures, INGEST_GROUP, id="0")
         assert failures_ingest(client=r, once=True) == 4
-        assert FailureRecord.objects.count() == 4
+        assert IndexedFailure.objects.count() == 4
         assert pending(r, stream) == 0
 
     def test_database_failure_leaves_records_pending(
@@ -154,11 +154,11 @@ class IngestTests:
             fail_bulk_create(m)
             with pytest.raises(OperationalError):
                 failures_ingest(client=r, once=True)
-        assert FailureRecord.objects.count() == 0
+        assert IndexedFailure.objects.count() == 0
         assert pending(r, stream) == 3  # read, not acked
         # The next run (another process: another consumer) reclaims and stores them.
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=0) == 3
-        assert FailureRecord.objects.count() == 3
+        assert IndexedFailure.objects.count() == 3
         assert pending(r, stream) == 0
 
     def test_ack_comes_after_the_rows_are_written(
@@ -167,13 +167,13 @@ class IngestTests:
         for i in range(5):
             add_failure(r, stream, f"{i}-0")
         seen: list[int] = []
-        real = FailureRecord.objects.bulk_create
+        real = IndexedFailure.objects.bulk_create
 
         def spy(*args: Any, **kwargs: Any) -> Any:
             seen.append(pending(r, stream))
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(FailureRecord.objects, "bulk_create", spy)
+        monkeypatch.setattr(IndexedFailure.objects, "bulk_create", spy)
         assert failures_ingest(client=r, once=True) == 5
         assert seen == [5]  # all five still pending while their rows were being written
         assert pending(r, stream) == 0
@@ -189,7 +189,7 @@ class IngestTests:
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=60_000) == 0
         time.sleep(0.01)
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=1) == 3
-        assert FailureRecord.objects.count() == 3 and pending(r, stream) == 0
+        assert IndexedFailure.objects.count() == 3 and pending(r, stream) == 0
 
     def test_destroyed_group_is_recreated_without_duplicates(
         self, r: redis.Redis, stream: str
@@ -199,7 +199,7 @@ class IngestTests:
         r.xgroup_destroy(stream_keys(stream).failures, INGEST_GROUP)
         add_failure(r, stream, "2-0")
         assert failures_ingest(client=r, once=True) == 2
-        assert sorted(FailureRecord.objects.values_list("entry_id", flat=True)) == ["1-0", "2-0"]
+        assert sorted(IndexedFailure.objects.values_list("entry_id", flat=True)) == ["1-0", "2-0"]
 
     def test_history_outlives_the_streams_cap(self, r: redis.Redis, stream: str) -> None:
         for attempt in (1, 2, 3):
@@ -229,7 +229,7 @@ class MalformedRecordTests:
 
         assert failures_ingest(client=r, once=True) == 4
         assert pending(r, stream) == 0  # acked: stored, not lost
-        rows = list(FailureRecord.objects.order_by("source_id"))
+        rows = list(IndexedFailure.objects.order_by("source_id"))
         assert [f.error_type for f in rows] == [MALFORMED] * 4
         bad_attempt, missing, bad_id, junk = rows
         assert "attempt 'three' is not a count" in bad_attempt.message
@@ -247,7 +247,7 @@ class MalformedRecordTests:
     def test_non_utf8_bytes_and_nul_are_kept_safely(self, r: redis.Redis, stream: str) -> None:
         add_failure(r, stream, "1-0", message=b"caf\xe9 \x00 done")
         assert failures_ingest(client=r, once=True) == 1
-        row = FailureRecord.objects.get()
+        row = IndexedFailure.objects.get()
         assert row.error_type == MALFORMED
         assert "message is not UTF-8" in row.message
         assert "\x00" not in row.message + row.traceback
@@ -257,13 +257,13 @@ class MalformedRecordTests:
     ) -> None:
         add_failure(r, stream, error_type="PayloadMissing", message="trimmed", duration_ms="")
         assert failures_ingest(client=r, once=True) == 1
-        row = FailureRecord.objects.get()
+        row = IndexedFailure.objects.get()
         assert (row.error_type, row.message, row.duration_ms) == ("PayloadMissing", "trimmed", None)
 
     def test_oversized_values_are_capped(self, r: redis.Redis, stream: str) -> None:
         add_failure(r, stream, consumer="c" * 400, traceback="x" * 50_000 + "END")
         assert failures_ingest(client=r, once=True) == 1
-        row = FailureRecord.objects.get()
+        row = IndexedFailure.objects.get()
         assert len(row.consumer) == 255 and len(row.traceback) == 16_000
         assert row.traceback.endswith("END")  # the tail is what names the error
 
@@ -290,14 +290,14 @@ class IngestLoopTests:
         stop = threading.Event()
         result: list[int] = []
         broken = threading.Event()
-        real = FailureRecord.objects.bulk_create
+        real = IndexedFailure.objects.bulk_create
 
         def flaky(*args: Any, **kwargs: Any) -> Any:
             if broken.is_set():
                 raise OperationalError("database is locked")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(FailureRecord.objects, "bulk_create", flaky)
+        monkeypatch.setattr(IndexedFailure.objects, "bulk_create", flaky)
         thread = threading.Thread(
             target=lambda: result.append(
                 failures_ingest_loop(client=r, stop=stop, poll_s=0.02, rediscover_s=0.05)
@@ -306,13 +306,13 @@ class IngestLoopTests:
         thread.start()
         try:
             add_failure(r, stream, "1-0")
-            wait_for(lambda: FailureRecord.objects.count() == 1)
+            wait_for(lambda: IndexedFailure.objects.count() == 1)
             broken.set()
             add_failure(r, stream, "2-0")
             wait_for(lambda: pending(r, stream) == 1)  # read, write failed: still pending
-            assert FailureRecord.objects.count() == 1
+            assert IndexedFailure.objects.count() == 1
             broken.clear()
-            wait_for(lambda: FailureRecord.objects.count() == 2 and pending(r, stream) == 0)
+            wait_for(lambda: IndexedFailure.objects.count() == 2 and pending(r, stream) == 0)
         finally:
             stop.set()
             thread.join(timeout=10)
@@ -332,7 +332,7 @@ class IngestLoopTests:
         )
         thread.start()
         try:
-            wait_for(lambda: FailureRecord.objects.count() == 1)
+            wait_for(lambda: IndexedFailure.objects.count() == 1)
             time.sleep(0.2)  # the loop is now idle, waiting for an event or its 30 s poll
             attempt = Attempt(
                 group="billing", entry_id="2-0", consumer="w", attempt=1,
@@ -340,7 +340,7 @@ class IngestLoopTests:
             )  # fmt: skip
             started = time.monotonic()
             assert failures_record(client=r, stream=stream, records=[attempt]) == 1
-            wait_for(lambda: FailureRecord.objects.count() == 2, timeout=5.0)
+            wait_for(lambda: IndexedFailure.objects.count() == 2, timeout=5.0)
             assert time.monotonic() - started < 5.0
         finally:
             stop.set()
@@ -364,7 +364,7 @@ class IngestCommandTests:
         add_failure(r, stream, "2-0")
         call_command("ingest_failures", "--once")
         assert "Ingested 2 failure records." in capsys.readouterr().out
-        assert FailureRecord.objects.count() == 2 and pending(r, stream) == 0
+        assert IndexedFailure.objects.count() == 2 and pending(r, stream) == 0
 
     def test_once_reports_a_database_error_as_a_command_error(
         self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
@@ -404,7 +404,7 @@ class IngestCommandTests:
             def rows() -> int:
                 with sqlite3.connect(db) as conn:
                     return int(
-                        conn.execute("SELECT COUNT(*) FROM dashboard_failurerecord").fetchone()[0]
+                        conn.execute("SELECT COUNT(*) FROM dashboard_indexedfailure").fetchone()[0]
                     )
 
             wait_for(lambda: rows() == 1, timeout=30)

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dashboard.converters import MAX_SEGMENT_BYTES, name_problem, name_segment
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from dashboard.routing import live_path
 from queue_core.keys import MAX_NAME_LENGTH, stream_keys
 from queue_core.services import entry_dead_letter
@@ -235,7 +235,7 @@ class UnlinkableNameTests:
         now = timezone.now() - timedelta(minutes=1)
         rows = [(stream, "g", ".."), (stream, wide, "1-0"), (stream + wide, "g", "1-0")]
         for i, (name, group, entry_id) in enumerate(rows):
-            FailureRecord.objects.create(
+            IndexedFailure.objects.create(
                 failures_key=f"k{i}", source_id=f"{i}-0", stream=name, group=group,
                 entry_id=entry_id, consumer="c", attempt=1, error_type="E", message=f"m{i}",
                 traceback="", duration_ms=1.0, failed_at=now,
@@ -243,7 +243,7 @@ class UnlinkableNameTests:
         response = viewer.get(reverse("dashboard:failure-search"))
         assert response.status_code == 200
         links = {
-            (r.record.message, r.entry_url, r.stream_url, r.group_url)
+            (r.failure.message, r.entry_url, r.stream_url, r.group_url)
             for r in response.context["rows"]
         }
         stream_url = reverse("dashboard:stream-detail", args=[stream])

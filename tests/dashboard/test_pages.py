@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from dashboard.views.pages import PendingRowView
 from queue_core import services
 from queue_core.keys import MAX_NAME_LENGTH, stream_keys
@@ -44,7 +44,7 @@ def viewer(client: Client, django_user_model: Any, pages: Any) -> Client:
 
 
 def _failure(stream: str, group: str, entry_id: str, attempt: int, message: str) -> None:
-    FailureRecord.objects.create(
+    IndexedFailure.objects.create(
         failures_key=stream_keys(stream).failures,
         source_id=f"{attempt}-{entry_id}",
         stream=stream,

@@ -118,6 +118,13 @@ def _entry_signature(surface: Surface, poll: Poll) -> Any:
     return None if s is None else (s.groups, s.dlq_length, s.failures_length, mark)
 
 
+def _dlq_signature(surface: Surface, poll: Poll) -> Any:
+    # Every dead-letter change (a new one, replay, delete, purge) moves the DLQ's length
+    # or publishes an event, which marks the stream changed anyway.
+    s = poll.stamps.streams.get(surface.stream)
+    return None if s is None else s.dlq_length
+
+
 _PAGES = "dashboard.views.pages."
 
 KINDS: dict[str, SurfaceKind] = {
@@ -153,6 +160,14 @@ KINDS: dict[str, SurfaceKind] = {
         page="dashboard:entry-detail",
         socket="streams/{stream}/entries/{entry_id}/",
         signature=_entry_signature,
+    ),
+    "dlq": SurfaceKind(
+        template="dashboard/dlq.html",
+        partials=("dlq-table",),
+        context=_PAGES + "dlq_context",
+        page="dashboard:dlq",
+        socket="streams/{stream}/dlq/",
+        signature=_dlq_signature,
     ),
 }
 

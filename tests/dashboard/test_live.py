@@ -7,6 +7,7 @@ the in-memory channel layer; the broadcaster polls the private test Redis.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +20,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.asgi import application
@@ -27,6 +29,7 @@ from dashboard.models import FailureRecord
 from dashboard.routing import live_path
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
+from queue_core.services import entry_dead_letter
 from tests.factories import add_entries, make_group, make_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -345,6 +348,88 @@ class LivePathTests:
         await _receive_until(ws, lambda m: 'id="stream-facts"' in m)
         assert {s.stream for s in broadcaster.open_surfaces()} == {name}
         await ws.disconnect()
+
+
+class DeadLetterSurfaceTests:
+    """The dead-letter page is a live surface (one entry in dashboard.live.registry)."""
+
+    async def test_operator_dead_letter_is_pushed_before_the_tick(
+        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
+    ) -> None:
+        from django.conf import settings
+
+        settings.ACKBOARD_LIVE_TICK = 5.0
+        first, second = make_pending(r, stream, "billing", "w1", 2)
+        entry_dead_letter(client=r, stream=stream, group="billing", entry_id=first, reason="a")
+        ws = _socket(live_path("dlq", stream=stream), await headers_for("view_queues"))
+        assert (await ws.connect())[0]
+        await _receive_until(ws, lambda m: 'id="dlq-table"' in m and first in m)
+        await asyncio.sleep(0.2)  # the subscription is in place before the action
+        started = time.monotonic()
+        moved = entry_dead_letter(
+            client=r, stream=stream, group="billing", entry_id=second, reason="b", operator="ops"
+        )
+        assert moved is not None
+        update = await _receive_until(ws, lambda m: f'id="dlq-{moved.dlq_id}"' in m, 4.0)
+        assert time.monotonic() - started < 2.5, "woken by the action's event, not the tick"
+        assert 'id="dlq-table"' in update
+        await ws.disconnect()
+
+    async def test_worker_dead_letter_event_is_pushed_before_the_tick(
+        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
+    ) -> None:
+        from django.conf import settings
+
+        settings.ACKBOARD_LIVE_TICK = 5.0
+        add_entries(r, stream, 1)
+        ws = _socket(live_path("dlq", stream=stream), await headers_for("view_queues"))
+        assert (await ws.connect())[0]
+        await _receive_until(ws, lambda m: 'id="dlq-table"' in m)
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        # What a worker does: its script adds to {S}:dlq, then it publishes the event.
+        dlq_id = r.xadd(stream_keys(stream).dlq, {"payload": "x"}).decode()
+        event_publish(client=r, type="dead_letter", stream=stream, group="billing")
+        await _receive_until(ws, lambda m: f'id="dlq-{dlq_id}"' in m, timeout=4.0)
+        assert time.monotonic() - started < 2.5, "woken by the worker's event, not the tick"
+        await ws.disconnect()
+
+    async def test_dead_letter_without_an_event_is_pushed_at_the_tick(
+        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
+    ) -> None:
+        add_entries(r, stream, 1)
+        ws = _socket(live_path("dlq", stream=stream), await headers_for("view_queues"))
+        assert (await ws.connect())[0]
+        await _receive_until(ws, lambda m: 'id="dlq-table"' in m)
+        # No event and no new entry on the stream itself: only the DLQ's length moved.
+        dlq_id = r.xadd(stream_keys(stream).dlq, {"payload": "x"}).decode()
+        await _receive_until(ws, lambda m: f'id="dlq-{dlq_id}"' in m, timeout=3.0)
+        await ws.disconnect()
+
+    def test_page_opens_its_socket_and_a_deeper_page_is_not_live(
+        self,
+        live_settings: Any,
+        client: Client,
+        django_user_model: Any,
+        r: redis.Redis,
+        stream: str,
+    ) -> None:
+        user = django_user_model.objects.create_user("dlq-reader", password="pw")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
+        )
+        client.force_login(user)
+        ids = [r.xadd(stream_keys(stream).dlq, {"n": str(i)}).decode() for i in range(2)]
+        url = reverse("dashboard:dlq", args=[stream])
+        newest = client.get(url).content.decode()
+        main = re.search(r'<main class="page"([^>]*)>', newest)
+        assert main is not None
+        assert f'ws-connect="{live_path("dlq", stream=stream)}"' in main[1]
+        table = re.search(r'<div id="dlq-table"([^>]*)>', newest)
+        assert table is not None and "data-live" not in table[1]
+        older = client.get(url, {"before": ids[1]}).content.decode()
+        table = re.search(r'<div id="dlq-table"([^>]*)>', older)
+        assert table is not None and 'data-live="off"' in table[1]
 
 
 @sync_to_async

@@ -34,12 +34,13 @@ def _paths(stream: str, entry_id: str) -> dict[str, str]:
         "stream": live_path("stream", stream=stream),
         "group": live_path("group", stream=stream, group="g"),
         "entry": live_path("entry", stream=stream, entry_id=entry_id),
+        "dlq": live_path("dlq", stream=stream),
     }
 
 
 class SocketAuthEveryRouteTests:
     def test_routes_are_the_registered_surfaces(self) -> None:
-        assert len(routing.websocket_urlpatterns) == len(KINDS) == 4
+        assert len(routing.websocket_urlpatterns) == len(KINDS) == 5
 
     async def test_anonymous_and_unprivileged_are_closed(
         self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str

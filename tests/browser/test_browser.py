@@ -13,7 +13,9 @@ import redis
 from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
+from queue_core.services import entry_dead_letter
 from tests.browser.server import LiveServer, login, screenshot, worker_failure
+from tests.factories import make_pending
 
 pytestmark = pytest.mark.browser
 
@@ -91,6 +93,7 @@ class BrowseTests:
 
         page.goto(_path(web_server, "streams", orders, "dlq"))
         expect(page.locator("#dlq-table")).to_contain_text("max deliveries (5) reached")
+        _live(page)
         screenshot(page, "dlq")
 
 
@@ -157,6 +160,34 @@ class LiveTests:
         finally:
             worker.terminate()
             assert worker.wait(timeout=15) == 0, "the worker stops cleanly on SIGTERM"
+
+    def test_dead_letter_page_shows_a_new_dead_letter_without_reload(
+        self, page: Any, web_server: LiveServer, browser_redis: redis.Redis, names: str
+    ) -> None:
+        stream = f"{names}dlq-live-{uuid.uuid4().hex[:6]}"
+        first, second = make_pending(browser_redis, stream, "g", "w1", 2)
+        entry_dead_letter(
+            client=browser_redis, stream=stream, group="g", entry_id=first, reason="a"
+        )
+        try:
+            page.goto(_path(web_server, "streams", stream, "dlq"))
+            _live(page)
+            page.evaluate("window.__notReloaded = true")
+            reason = f"arrived live {uuid.uuid4().hex[:8]}"
+            moved = entry_dead_letter(
+                client=browser_redis,
+                stream=stream,
+                group="g",
+                entry_id=second,
+                reason=reason,
+                operator="browser-test",
+            )
+            assert moved is not None
+            expect(page.locator(f"#dlq-{moved.dlq_id}")).to_contain_text(reason)
+            assert page.evaluate("window.__notReloaded") is True
+        finally:
+            keys = stream_keys(stream)
+            browser_redis.delete(stream, keys.dlq, keys.failures)
 
     def test_updates_pause_while_rows_are_selected_or_the_tab_is_hidden(
         self, page: Any, web_server: LiveServer, seeded: dict[str, str], browser_redis: redis.Redis

@@ -1,8 +1,17 @@
-"""Small builders that keep tests short. They talk to real Redis."""
+"""Small builders that keep tests short. They talk to real Redis (and the test database)."""
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
 import redis
+
+from queue_core.keys import stream_keys
+
+if TYPE_CHECKING:
+    from dashboard.models import IndexedFailure
 
 
 def add_entries(
@@ -40,3 +49,63 @@ def make_pending(
     if missing:
         raise AssertionError(f"{len(missing)} entries were not delivered to {consumer}")
     return ids
+
+
+# -- the failure index ------------------------------------------------------------------
+
+#: The ``failed_at`` of rows made by ``indexed_failure``, plus their ``minutes``.
+FAILURE_T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+_failure_seq = itertools.count(1)
+
+
+def indexed_failure(**overrides: Any) -> IndexedFailure:
+    """Save one failure-index row with plausible defaults; ``minutes`` offsets failed_at
+    from FAILURE_T0 (default: a new minute per row, so rows sort in creation order)."""
+    from dashboard.models import IndexedFailure  # Django only for the tests that use it
+
+    n = next(_failure_seq)
+    minutes = overrides.pop("minutes", n)
+    values: dict[str, Any] = {
+        "failures_key": "{orders}:failures",
+        "source_id": f"{n}-0",
+        "stream": "orders",
+        "group": "billing",
+        "entry_id": "1-0",
+        "consumer": "c1",
+        "attempt": 1,
+        "error_type": "ValueError",
+        "message": f"boom {n}",
+        "traceback": "Traceback (most recent call last):\nValueError: boom",
+        "duration_ms": 12.5,
+        "failed_at": FAILURE_T0 + timedelta(minutes=minutes),
+    }
+    values.update(overrides)
+    if "failures_key" not in overrides:
+        values["failures_key"] = "{" + values["stream"] + "}:failures"
+    return IndexedFailure.objects.create(**values)
+
+
+def add_failure(r: redis.Redis, stream: str, entry_id: str = "1-0", **overrides: Any) -> str:
+    """XADD one record to ``stream``'s failures companion, as the worker writes it; a
+    field given as None is left out."""
+    fields: dict[str, Any] = {
+        "group": "billing",
+        "entry_id": entry_id,
+        "consumer": "worker-1",
+        "attempt": "1",
+        "error_type": "ValueError",
+        "message": "bad total",
+        "traceback": "Traceback (most recent call last):\n  ...\nValueError: bad total",
+        "duration_ms": "12.5",
+        "failed_at_ms": "1767268800000",
+    }
+    fields.update(overrides)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return r.xadd(stream_keys(stream).failures, fields).decode()
+
+
+def ingest_pending(r: redis.Redis, stream: str) -> int:
+    """Records of ``stream``'s failures companion read by the ingestor but not yet acked."""
+    from dashboard.failure_index import INGEST_GROUP
+
+    return int(r.xpending(stream_keys(stream).failures, INGEST_GROUP)["pending"])

@@ -1,4 +1,5 @@
-"""The failure ingestor on real Redis and the test database: the ack contract, end to end."""
+"""dashboard.failure_index.ingestor on real Redis and the test database: the ack contract,
+end to end, the long-running loop and ``manage.py ingest_failures``."""
 
 from __future__ import annotations
 
@@ -18,11 +19,9 @@ import redis
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError
-from pytest_django.fixtures import Settings as SettingsWrapper
 
 from dashboard.failure_index import (
     INGEST_GROUP,
-    MALFORMED,
     FailureFilter,
     failure_history,
     failure_search,
@@ -33,37 +32,10 @@ from dashboard.failure_index import (
 from dashboard.models import IndexedFailure
 from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
+from tests.factories import add_failure, ingest_pending
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _only_this_tests_streams(settings: SettingsWrapper, redis_url: str, prefix: str) -> None:
-    # The ingestor scans the whole server; the allowlist keeps it to this test's keys.
-    settings.ACKBOARD_REDIS_URL = redis_url
-    settings.ACKBOARD_STREAMS = (prefix + "*",)
-
-
-def add_failure(r: redis.Redis, stream: str, entry_id: str = "1-0", **overrides: Any) -> str:
-    """XADD one record to ``stream``'s failures companion, as the worker writes it."""
-    fields: dict[str, Any] = {
-        "group": "billing",
-        "entry_id": entry_id,
-        "consumer": "worker-1",
-        "attempt": "1",
-        "error_type": "ValueError",
-        "message": "bad total",
-        "traceback": "Traceback (most recent call last):\n  ...\nValueError: bad total",
-        "duration_ms": "12.5",
-        "failed_at_ms": "1767268800000",
-    }
-    fields.update(overrides)
-    fields = {k: v for k, v in fields.items() if v is not None}
-    return r.xadd(stream_keys(stream).failures, fields).decode()
-
-
-def pending(r: redis.Redis, stream: str) -> int:
-    return int(r.xpending(stream_keys(stream).failures, INGEST_GROUP)["pending"])
+# The ingestor scans the whole server; the allowlist keeps it to this test's keys.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("ingest_allowlist")]
 
 
 def fail_bulk_create(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,7 +67,7 @@ class IngestTests:
         assert pay.error_type == "KeyError" and pay.message == "bad total"
         assert pay.duration_ms == 12.5 and int(pay.failed_at.timestamp()) == 1767268800
         assert "ValueError: bad total" in pay.traceback
-        assert pending(r, orders) == 0 and pending(r, payments) == 0
+        assert ingest_pending(r, orders) == 0 and ingest_pending(r, payments) == 0
         # Nothing new: a second run stores nothing.
         assert failures_ingest(client=r, once=True) == 0
 
@@ -143,7 +115,7 @@ class IngestTests:
         r.xgroup_setid(stream_keys(stream).failures, INGEST_GROUP, id="0")
         assert failures_ingest(client=r, once=True) == 4
         assert IndexedFailure.objects.count() == 4
-        assert pending(r, stream) == 0
+        assert ingest_pending(r, stream) == 0
 
     def test_database_failure_leaves_records_pending(
         self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
@@ -155,11 +127,11 @@ class IngestTests:
             with pytest.raises(OperationalError):
                 failures_ingest(client=r, once=True)
         assert IndexedFailure.objects.count() == 0
-        assert pending(r, stream) == 3  # read, not acked
+        assert ingest_pending(r, stream) == 3  # read, not acked
         # The next run (another process: another consumer) reclaims and stores them.
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=0) == 3
         assert IndexedFailure.objects.count() == 3
-        assert pending(r, stream) == 0
+        assert ingest_pending(r, stream) == 0
 
     def test_ack_comes_after_the_rows_are_written(
         self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
@@ -170,13 +142,13 @@ class IngestTests:
         real = IndexedFailure.objects.bulk_create
 
         def spy(*args: Any, **kwargs: Any) -> Any:
-            seen.append(pending(r, stream))
+            seen.append(ingest_pending(r, stream))
             return real(*args, **kwargs)
 
         monkeypatch.setattr(IndexedFailure.objects, "bulk_create", spy)
         assert failures_ingest(client=r, once=True) == 5
         assert seen == [5]  # all five still pending while their rows were being written
-        assert pending(r, stream) == 0
+        assert ingest_pending(r, stream) == 0
 
     def test_reclaims_a_dead_ingestors_pending_records(self, r: redis.Redis, stream: str) -> None:
         key = stream_keys(stream).failures
@@ -184,12 +156,12 @@ class IngestTests:
             add_failure(r, stream, f"{i}-0")
         r.xgroup_create(key, INGEST_GROUP, id="0")
         r.xreadgroup(INGEST_GROUP, "crashed-ingestor", {key: ">"}, count=10)
-        assert pending(r, stream) == 3
+        assert ingest_pending(r, stream) == 3
         # Not yet idle long enough: left alone.
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=60_000) == 0
         time.sleep(0.01)
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=1) == 3
-        assert IndexedFailure.objects.count() == 3 and pending(r, stream) == 0
+        assert IndexedFailure.objects.count() == 3 and ingest_pending(r, stream) == 0
 
     def test_destroyed_group_is_recreated_without_duplicates(
         self, r: redis.Redis, stream: str
@@ -216,56 +188,6 @@ class IngestTests:
         failures_ingest(client=r, once=True, consumer="ingest-test")
         consumers = r.xinfo_consumers(stream_keys(stream).failures, INGEST_GROUP)
         assert [c["name"] for c in consumers] == []
-
-
-class MalformedRecordTests:
-    def test_missing_and_unparseable_fields_are_stored_as_malformed(
-        self, r: redis.Redis, stream: str
-    ) -> None:
-        add_failure(r, stream, "1-0", attempt="three", duration_ms="fast")
-        add_failure(r, stream, "2-0", consumer=None, failed_at_ms=None, error_type="Boom")
-        add_failure(r, stream, "not-an-id")
-        r.xadd(stream_keys(stream).failures, {"junk": "x"})
-
-        assert failures_ingest(client=r, once=True) == 4
-        assert pending(r, stream) == 0  # acked: stored, not lost
-        rows = list(IndexedFailure.objects.order_by("source_id"))
-        assert [f.error_type for f in rows] == [MALFORMED] * 4
-        bad_attempt, missing, bad_id, junk = rows
-        assert "attempt 'three' is not a count" in bad_attempt.message
-        assert "duration_ms 'fast' is not a number" in bad_attempt.message
-        assert bad_attempt.attempt == 0 and bad_attempt.duration_ms is None
-        assert bad_attempt.entry_id == "1-0" and bad_attempt.group == "billing"
-        assert "missing consumer, failed_at_ms" in missing.message
-        assert "original: Boom: bad total" in missing.message
-        # The record's own id time stands in for the missing failure time.
-        assert int(missing.failed_at.timestamp() * 1000) == int(missing.source_id.split("-")[0])
-        assert "entry_id 'not-an-id' is not a stream id" in bad_id.message
-        assert bad_id.entry_id == ""
-        assert "junk = 'x'" in junk.traceback and "missing group" in junk.message
-
-    def test_non_utf8_bytes_and_nul_are_kept_safely(self, r: redis.Redis, stream: str) -> None:
-        add_failure(r, stream, "1-0", message=b"caf\xe9 \x00 done")
-        assert failures_ingest(client=r, once=True) == 1
-        row = IndexedFailure.objects.get()
-        assert row.error_type == MALFORMED
-        assert "message is not UTF-8" in row.message
-        assert "\x00" not in row.message + row.traceback
-
-    def test_payload_missing_record_is_an_ordinary_failure(
-        self, r: redis.Redis, stream: str
-    ) -> None:
-        add_failure(r, stream, error_type="PayloadMissing", message="trimmed", duration_ms="")
-        assert failures_ingest(client=r, once=True) == 1
-        row = IndexedFailure.objects.get()
-        assert (row.error_type, row.message, row.duration_ms) == ("PayloadMissing", "trimmed", None)
-
-    def test_oversized_values_are_capped(self, r: redis.Redis, stream: str) -> None:
-        add_failure(r, stream, consumer="c" * 400, traceback="x" * 50_000 + "END")
-        assert failures_ingest(client=r, once=True) == 1
-        row = IndexedFailure.objects.get()
-        assert len(row.consumer) == 255 and len(row.traceback) == 16_000
-        assert row.traceback.endswith("END")  # the tail is what names the error
 
 
 class DiscoveryTests:
@@ -309,10 +231,10 @@ class IngestLoopTests:
             wait_for(lambda: IndexedFailure.objects.count() == 1)
             broken.set()
             add_failure(r, stream, "2-0")
-            wait_for(lambda: pending(r, stream) == 1)  # read, write failed: still pending
+            wait_for(lambda: ingest_pending(r, stream) == 1)  # read, write failed: still pending
             assert IndexedFailure.objects.count() == 1
             broken.clear()
-            wait_for(lambda: IndexedFailure.objects.count() == 2 and pending(r, stream) == 0)
+            wait_for(lambda: IndexedFailure.objects.count() == 2 and ingest_pending(r, stream) == 0)
         finally:
             stop.set()
             thread.join(timeout=10)
@@ -364,7 +286,7 @@ class IngestCommandTests:
         add_failure(r, stream, "2-0")
         call_command("ingest_failures", "--once")
         assert "Ingested 2 failure records." in capsys.readouterr().out
-        assert IndexedFailure.objects.count() == 2 and pending(r, stream) == 0
+        assert IndexedFailure.objects.count() == 2 and ingest_pending(r, stream) == 0
 
     def test_once_reports_a_database_error_as_a_command_error(
         self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
@@ -373,7 +295,7 @@ class IngestCommandTests:
         fail_bulk_create(monkeypatch)
         with pytest.raises(CommandError, match="database is locked"):
             call_command("ingest_failures", "--once")
-        assert pending(r, stream) == 1
+        assert ingest_pending(r, stream) == 1
 
     def test_command_runs_until_sigterm_and_exits_cleanly(
         self, r: redis.Redis, stream: str, prefix: str, redis_url: str, tmp_path: Path
@@ -389,7 +311,7 @@ class IngestCommandTests:
             "VALKEY_URL": redis_url,
             "ACKBOARD_STREAMS": prefix + "*",
         }
-        manage = [sys.executable, str(Path(__file__).resolve().parents[2] / "manage.py")]
+        manage = [sys.executable, str(Path(__file__).resolve().parents[3] / "manage.py")]
         subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, timeout=60)
         add_failure(r, stream, "1-0")
         proc = subprocess.Popen(
@@ -409,7 +331,7 @@ class IngestCommandTests:
 
             wait_for(lambda: rows() == 1, timeout=30)
             add_failure(r, stream, "2-0")  # picked up by the running loop
-            wait_for(lambda: rows() == 2 and pending(r, stream) == 0, timeout=30)
+            wait_for(lambda: rows() == 2 and ingest_pending(r, stream) == 0, timeout=30)
         finally:
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=30)

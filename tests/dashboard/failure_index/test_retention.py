@@ -1,0 +1,51 @@
+"""dashboard.failure_index.retention and ``manage.py prune_failures``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from dashboard.failure_index import failures_prune, failures_prune_expired
+from dashboard.models import IndexedFailure
+from tests.factories import FAILURE_T0 as T0
+from tests.factories import indexed_failure
+
+pytestmark = pytest.mark.django_db
+
+
+class FailuresPruneTests:
+    def test_deletes_only_older_rows_in_batches(self) -> None:
+        for i in range(5):
+            indexed_failure(message=f"old{i}", minutes=-100 - i)
+        indexed_failure(message="new", minutes=0)
+        assert failures_prune(older_than=T0, batch_size=2) == 5
+        assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["new"]
+
+    def test_command_uses_retention_setting_or_days(
+        self, settings: SettingsWrapper, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        now = timezone.now()
+        indexed_failure(message="10 days", failed_at=now - timedelta(days=10))
+        indexed_failure(message="40 days", failed_at=now - timedelta(days=40))
+        indexed_failure(message="today", failed_at=now)
+        settings.ACKBOARD_FAILURE_RETENTION_DAYS = 30
+        call_command("prune_failures")
+        assert "Deleted 1 failure record " in capsys.readouterr().out
+        call_command("prune_failures", "--days", "5", "--batch", "1")
+        assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["today"]
+
+    def test_expired_rows_go_by_the_retention_setting_and_zero_keeps_all(
+        self, settings: SettingsWrapper
+    ) -> None:
+        now = timezone.now()
+        indexed_failure(message="10 days", failed_at=now - timedelta(days=10))
+        indexed_failure(message="40 days", failed_at=now - timedelta(days=40))
+        settings.ACKBOARD_FAILURE_RETENTION_DAYS = 0
+        assert failures_prune_expired() == 0
+        settings.ACKBOARD_FAILURE_RETENTION_DAYS = 30
+        assert failures_prune_expired() == 1
+        assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["10 days"]

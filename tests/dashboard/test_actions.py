@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,8 @@ from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from dashboard.models import AuditEvent
+from dashboard.permissions import ACTION_PERMISSIONS
+from dashboard.views.actions import ACTIONS
 from queue_core.keys import REPLAY_GROUP_FIELD, stream_keys
 from queue_core.services import entry_dead_letter
 from tests.factories import add_entries, make_pending
@@ -740,3 +743,119 @@ class PlainPostTests:
         done = client.post(bulk_url(stream, "acknowledge"), {**data, "confirm": "1"})
         assert done.status_code == 200 and "2 done" in done.content.decode()
         assert pending_ids(r, stream) == []
+
+
+def _triggered_after_swap(response: HttpResponseBase) -> set[str]:
+    """The events htmx fires after the swap (HX-Trigger-After-Swap: names or JSON)."""
+    header = response.headers.get("HX-Trigger-After-Swap", "")
+    if header.startswith("{"):
+        return set(json.loads(header))
+    return {name.strip() for name in header.split(",") if name.strip()}
+
+
+class ActionTableTests:
+    def test_every_action_has_a_permission_and_only_its_own_route(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        assert set(ACTIONS) == set(ACTION_PERMISSIONS)
+        assert {row.name: row.permission for row in ACTIONS.values()} == ACTION_PERMISSIONS
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        dlq_id = _dead_lettered(r, stream)
+        client = make_client()
+        for name in ("replay", "delete", "purge"):  # not actions on a pending entry
+            assert client.post(entry_url(stream, entry_id, name), headers=HTMX).status_code == 404
+        for name in ("retry", "claim", "dead-letter", "acknowledge", "purge"):
+            assert client.post(dlq_url(stream, dlq_id, name), headers=HTMX).status_code == 404
+        assert r.xlen(stream_keys(stream).dlq) == 1
+        assert not AuditEvent.objects.exists()
+
+    def test_answers_have_live_updates_rechecked_after_the_swap(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        client = make_client()
+        kept = client.post(entry_url(stream, ids[0], "retry"), {"place": "row"}, headers=HTMX)
+        removed = client.post(
+            entry_url(stream, ids[1], "acknowledge"), {"reason": "x"}, headers=HTMX
+        )
+        refused = client.post(entry_url(stream, ids[2], "acknowledge"), headers=HTMX)
+        assert [a.status_code for a in (kept, removed, refused)] == [200, 200, 400]
+        for answer in (kept, removed, refused):
+            assert _triggered_after_swap(answer) == {"change"}
+
+
+class FormOrderTests:
+    def test_the_form_is_checked_after_the_state_is_read(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        client = make_client()
+        # Two problems: the first declared (the consumer) is the one reported.
+        response = client.post(
+            entry_url(stream, entry_id, "claim"), {"consumer": "x" * 300}, headers=HTMX
+        )
+        assert response.status_code == 400
+        assert "consumer name is longer than 255 characters" in response.content.decode()
+        event = last_audit()
+        assert (event.result, event.state_before["consumer"]) == ("refused", "c1")
+        # An unknown group is a 404 before the form is looked at.
+        unknown = client.post(entry_url(stream, entry_id, "claim", group="nope"), headers=HTMX)
+        assert unknown.status_code == 404
+        assert pending(r, stream, entry_id)["consumer"] == b"c1"
+
+    def test_reason_is_taken_as_typed_and_cut_at_the_limit(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        reason = "  dup\\tlicate " + "x" * 3000
+        response = make_client().post(
+            entry_url(stream, entry_id, "acknowledge"), {"reason": reason}, headers=HTMX
+        )
+        assert response.status_code == 200
+        assert last_audit().reason == reason.strip()[:2000]
+        assert pending(r, stream, entry_id) is None
+
+
+class DeadLetterAuditTests:
+    def test_delete_audits_the_origin_the_script_wrote(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        dlq_id = _dead_lettered(r, stream)
+        [(_, fields)] = r.xrange(stream_keys(stream).dlq)
+        make_client().post(dlq_url(stream, dlq_id, "delete"), headers=HTMX)
+        assert last_audit().state_before == {
+            "origin_group": "g",
+            "origin_id": fields[b"ackboard.origin-id"].decode(),
+            "consumer": "c1",
+            "deliveries": "1",
+            "reason": "x",
+            "operator": "",
+        }
+
+
+class BulkFormOrderTests:
+    def test_the_first_problem_in_check_order_is_the_answer(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        client = make_client()
+
+        def refusal(**form: Any) -> str:
+            response = client.post(bulk_url(stream, "retry"), form, headers=HTMX)
+            assert response.status_code == 400, form
+            return response.content.decode()
+
+        assert "no snapshot id" in refusal(ids="abc", cursor="bad")
+        assert "entry id &#x27;abc&#x27;" in refusal(snapshot_id=ids[-1], ids="abc", cursor="x")
+        assert "Select some entries first" in refusal(snapshot_id=ids[-1], cursor="bad")
+        assert "min_idle_ms must be a whole number" in refusal(
+            snapshot_id=ids[-1], scope="filter", min_idle_ms="soon", done_before="x"
+        )
+        # The filter's idle time means nothing for a selection: not checked.
+        selected = client.post(
+            bulk_url(stream, "retry"),
+            {"snapshot_id": ids[-1], "ids": ids, "min_idle_ms": "soon"},
+            headers=HTMX,
+        )
+        assert selected.status_code == 200 and "2 entries" in selected.content.decode()
+        assert pending_ids(r, stream) == ids

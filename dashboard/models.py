@@ -87,9 +87,3 @@ class IndexedFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream} {self.entry_id} #{self.attempt} {self.error_type}"
-
-
-#: Transitional: the failure index's model was called FailureRecord, the name of the core's
-#: dataclass. Kept only until the last importer (dashboard/live/broadcaster.py, being
-#: restructured) imports IndexedFailure; then delete this line.
-FailureRecord = IndexedFailure

@@ -64,7 +64,7 @@ from dashboard.live import registry
 from dashboard.live.logs import FailureLog, log
 from dashboard.live.registry import Perms, Poll, Surface
 from dashboard.live.render import surface_render
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from queue_core import selectors
 from queue_core.backoff import Backoff
 from queue_core.keys import EVENTS_CHANNEL
@@ -105,7 +105,7 @@ def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
     if not names:
         return {}
     rows = (
-        FailureRecord.objects.filter(stream__in=names)
+        IndexedFailure.objects.filter(stream__in=names)
         .values_list("stream")
         .annotate(newest=Max("id"))
         .order_by()

@@ -30,8 +30,8 @@ from django.utils.module_loading import import_string
 
 from dashboard.converters import NameConverter, name_problem, name_segment
 from queue_core.keys import stream_visible
-from queue_core.services import entry_id_check
 from queue_core.types import LiveStamps
+from queue_core.validation import entry_id_check
 
 #: Permission names (``dashboard.retry_entry``, …) a rendering is made for.
 Perms = frozenset[str]

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from dashboard.asgi import application
 from dashboard.live.broadcaster import Broadcaster, get_broadcaster
-from dashboard.models import FailureRecord
+from dashboard.models import IndexedFailure
 from dashboard.routing import live_path
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
@@ -434,7 +434,7 @@ class DeadLetterSurfaceTests:
 
 @sync_to_async
 def _failure_row(*, stream: str, group: str, entry_id: str, message: str) -> None:
-    FailureRecord.objects.create(
+    IndexedFailure.objects.create(
         failures_key=stream_keys(stream).failures,
         source_id=f"{time.time_ns() // 1_000_000}-0",
         stream=stream,

@@ -8,7 +8,7 @@ from dashboard import converters
 from dashboard.views import actions as action_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views
-from dashboard.views import failure_search as failure_views
+from dashboard.views import failures
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
 
@@ -33,7 +33,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     path("metrics", ops_views.metrics, name="metrics"),
     path("healthz", ops_views.healthz, name="healthz"),
     path("audit/", audit_views.audit_page, name="audit"),
-    path("failures/", failure_views.failure_search, name="failure-search"),
+    path("failures/", failures.failure_search, name="failure-search"),
     path("audit.csv", audit_views.audit_csv, name="audit-csv"),
     path(
         "streams/<name:stream>/groups/<name:group>/entries/<entry_id:entry_id>/<slug:action>/",

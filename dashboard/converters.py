@@ -20,7 +20,7 @@ import re
 from urllib.parse import quote
 
 from queue_core.keys import MAX_NAME_LENGTH
-from queue_core.services import entry_id_check
+from queue_core.validation import entry_id_check
 
 _UNESCAPE = re.compile(r"%(25|2F|2E)", re.IGNORECASE)
 _UNESCAPED = {"25": "%", "2F": "/", "2E": "."}

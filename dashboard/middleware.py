@@ -2,15 +2,14 @@
 
 An outage (unreachable, timed out, or a server that refuses work: LOADING, BUSY, OOM,
 READONLY…) is a 503 page or htmx banner. A reply saying a stream id the request carried
-is invalid ("invalid start ID for the interval", "Invalid stream ID specified…") is the
-request's fault, not an outage: it gets the styled 400 page. This middleware never
-retries and never talks to Redis itself.
+is invalid (``queue_core.errors.invalid_id`` reads its text) is the request's fault, not
+an outage: it gets the styled 400 page. This middleware never retries and never talks to
+Redis itself.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 
 import redis
@@ -18,10 +17,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
-log = logging.getLogger("ackboard.web")
+from queue_core.errors import invalid_id
 
-#: Redis's replies to a malformed or out-of-range stream id (XRANGE, XPENDING, XCLAIM…).
-_INVALID_ID = re.compile(r"\binvalid\b.*\bID\b", re.IGNORECASE)
+log = logging.getLogger("ackboard.web")
 
 
 class RedisErrorMiddleware:
@@ -35,7 +33,7 @@ class RedisErrorMiddleware:
         if not isinstance(exception, redis.RedisError):
             return None
         log.warning("redis error on %s: %s", request.path, exception)
-        if isinstance(exception, redis.ResponseError) and _INVALID_ID.search(str(exception)):
+        if isinstance(exception, redis.ResponseError) and invalid_id(exception):
             return render(
                 request,
                 "400.html",

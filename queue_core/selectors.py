@@ -20,8 +20,8 @@ from typing import Any
 
 import redis
 
+from queue_core.errors import not_a_group
 from queue_core.keys import RESERVED_PREFIX, CrossSlotName, allowed, stream_keys, stream_visible
-from queue_core.services import entry_id_key
 from queue_core.types import (
     ConsumerInfo,
     DeadLetterPage,
@@ -44,6 +44,7 @@ from queue_core.types import (
     StreamStamp,
     StreamSummary,
 )
+from queue_core.validation import entry_id_key
 
 #: Rows per pending page (XPENDING extended form: ~0.13 ms on a 1M PEL at any depth).
 PENDING_PAGE_SIZE = 50
@@ -456,7 +457,7 @@ def pending_page(
                     more = True
                     break
     except redis.ResponseError as exc:
-        if str(exc).startswith(("NOGROUP", "WRONGTYPE")):
+        if not_a_group(exc):
             return None
         raise
     if with_entries and rows:
@@ -489,7 +490,7 @@ def entry_detail(*, client: redis.Redis, stream: str, entry_id: str) -> EntryDet
     XINFO GROUPS, then one ``XPENDING key group id id 1`` per group, O(log n) each).
 
     None when the stream does not exist, or the entry is neither in the stream nor
-    pending anywhere. ``entry_id`` must be a valid id (``services.entry_id_check``).
+    pending anywhere. ``entry_id`` must be a valid id (``validation.entry_id_check``).
     """
     pipe = client.pipeline(transaction=False)
     pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
@@ -641,12 +642,6 @@ def stream_stamps(
 # --- what an operator action reads ------------------------------------------------------
 
 
-def _no_group(exc: redis.ResponseError) -> bool:
-    """NOGROUP or WRONGTYPE: there is no such group to read. Any other error reply is not
-    "missing" (an ACL refusal, say) and is raised by the caller."""
-    return str(exc).startswith(("NOGROUP", "WRONGTYPE"))
-
-
 def pending_entry_fetch(
     *, client: redis.Redis, stream: str, group: str, entry_id: str
 ) -> PendingEntry | None:
@@ -655,7 +650,7 @@ def pending_entry_fetch(
     ``XPENDING key group id id 1`` and ``XRANGE key id id``, pipelined, O(log n) each (the
     XRANGE sends the payload, so this is for one entry an operator acts on, not for a
     table). None when the stream or the group does not exist. ``entry_id`` must be a
-    valid id (``services.entry_id_check``).
+    valid id (``validation.entry_id_check``).
     """
     pipe = client.pipeline(transaction=False)
     pipe.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
@@ -663,7 +658,7 @@ def pending_entry_fetch(
     pending, found = pipe.execute(raise_on_error=False)
     _raise_transport([pending, found])
     if isinstance(pending, redis.ResponseError):
-        if _no_group(pending):
+        if not_a_group(pending):
             return None
         raise pending
     entry = None
@@ -681,7 +676,7 @@ def pending_summary(*, client: redis.Redis, stream: str, group: str) -> PendingS
     try:
         summary = client.xpending(stream, group)
     except redis.ResponseError as exc:
-        if _no_group(exc):
+        if not_a_group(exc):
             return None
         raise
     return PendingSummary(

@@ -51,6 +51,28 @@ def make_pending(
     return ids
 
 
+class CountingRedis(redis.Redis):
+    """A real client that counts its round trips: one per command outside a pipeline,
+    one per pipeline execution."""
+
+    round_trips = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.round_trips += 1
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        execute = pipe.execute
+
+        def counted(raise_on_error: bool = True) -> Any:
+            self.round_trips += 1
+            return execute(raise_on_error=raise_on_error)
+
+        pipe.execute = counted  # type: ignore[method-assign]
+        return pipe
+
+
 # -- the failure index ------------------------------------------------------------------
 
 #: The ``failed_at`` of rows made by ``indexed_failure``, plus their ``minutes``.

@@ -37,7 +37,6 @@ from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
 from queue_core import selectors
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
-from queue_core.services import MAX_IDLE_MS, entry_id_check
 from queue_core.types import (
     DeadLetterRow,
     EntryGroupState,
@@ -45,6 +44,7 @@ from queue_core.types import (
     StreamEntry,
     StreamSummary,
 )
+from queue_core.validation import MAX_IDLE_MS, entry_id_check
 
 #: An entry pending for longer than this marks its stream "stuck" on the overview.
 STUCK_MS = 5 * 60 * 1000

@@ -17,8 +17,7 @@ from queue_core.bulk import (
 from queue_core.keys import stream_keys
 from queue_core.scripts import RETRY, Refusal, calls_pipelined
 from queue_core.types import ActionRefused, BulkOutcome
-from tests.factories import make_pending
-from tests.redis_server import RedisServer
+from tests.factories import make_group, make_pending
 
 
 def pending_ids(r: redis.Redis, stream: str, group: str) -> list[str]:
@@ -307,17 +306,29 @@ class BulkBadInputTests:
             bulk_retry(client=r, stream=stream, group="nope", snapshot_id=ids[0], ids=ids)
 
 
-class ScriptsPipelinedTests:
-    def test_reloads_scripts_after_a_script_flush(self) -> None:
-        # Its own server: SCRIPT FLUSH would disturb other tests on a shared one.
-        server = RedisServer().start()
-        client = redis.Redis.from_url(server.url)
-        try:
-            ids = make_pending(client, "s", "g", "c1", 3)
-            bulk_retry(client=client, stream="s", group="g", snapshot_id=ids[-1], ids=ids[:1])
-            client.script_flush()
-            result = bulk_retry(client=client, stream="s", group="g", snapshot_id=ids[-1], ids=ids)
-            assert result.done == tuple(ids)
-        finally:
-            client.close()
-            server.cleanup()
+class BulkPartialErrorTests:
+    """A bulk request that has already changed entries must report them, whatever happens
+    to the rest (from the correctness review)."""
+
+    def test_a_script_error_on_one_entry_still_reports_the_ones_moved(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        make_group(r, stream, "g")
+        first = r.xadd(stream, {"n": "1"}).decode()
+        # More fields than one Lua call can pass on (unpack's limit): its move is refused.
+        huge = r.xadd(stream, {f"f{i}": "v" for i in range(5000)}).decode()
+        last = r.xadd(stream, {"n": "3"}).decode()
+        r.xreadgroup("g", "w1", {stream: ">"})
+
+        result = bulk_dead_letter(
+            client=r, stream=stream, group="g", snapshot_id=last,
+            reason="cleanup", operator="alice", ids=[first, huge, last],
+        )  # fmt: skip
+
+        assert result.done == (first, last)  # moved, so the audit must name them
+        [refused] = result.skipped
+        assert refused.entry_id == huge and refused.outcome is BulkOutcome.REFUSED
+        assert f"entry {huge} has 5000 fields" in refused.detail
+        rows = r.xpending_range(stream, "g", min="-", max="+", count=10)
+        assert [row["message_id"].decode() for row in rows] == [huge]  # not lost
+        assert r.xlen(stream_keys(stream).dlq) == 2

@@ -15,8 +15,6 @@ from queue_core.services import (
     entry_acknowledge,
     entry_claim,
     entry_dead_letter,
-    entry_id_after,
-    entry_id_check,
     entry_retry,
 )
 from queue_core.types import ActionRefused
@@ -320,13 +318,3 @@ class BadInputTests:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
         with pytest.raises(ValueError, match="idle_ms"):
             entry_retry(client=r, stream=stream, group="g", entry_id=entry_id, idle_ms=idle)
-
-
-class EntryIdTests:
-    def test_valid_ids_pass(self) -> None:
-        assert entry_id_check("0-0") == "0-0"
-        assert entry_id_check("18446744073709551615-18446744073709551615")
-
-    def test_after_is_the_next_id(self) -> None:
-        assert entry_id_after("5-1") == "5-2"
-        assert entry_id_after("5-18446744073709551615") == "6-0"

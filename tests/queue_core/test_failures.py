@@ -1,35 +1,12 @@
-"""Regression tests from the correctness review: the failure log's cost per batch."""
+"""The failure log (``queue_core.failures``) against real Redis: the cost of a batch."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import redis
 
 from queue_core.failures import FailureRecord, failures_record
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
-
-
-class CountingRedis(redis.Redis):
-    """A real client that counts its round trips: one per command outside a pipeline,
-    one per pipeline execution."""
-
-    round_trips = 0
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.round_trips += 1
-        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-
-    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
-        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
-        execute = pipe.execute
-
-        def counted(raise_on_error: bool = True) -> Any:
-            self.round_trips += 1
-            return execute(raise_on_error=raise_on_error)
-
-        pipe.execute = counted  # type: ignore[method-assign]
-        return pipe
+from tests.factories import CountingRedis
 
 
 class FailuresRecordTests:

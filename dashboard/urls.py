@@ -7,8 +7,7 @@ from django.urls import URLPattern, URLResolver, include, path, register_convert
 from dashboard import converters
 from dashboard.views import actions as action_views
 from dashboard.views import audit as audit_views
-from dashboard.views import bulk as bulk_views
-from dashboard.views import failures
+from dashboard.views import failure_search as failure_views
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
 
@@ -33,7 +32,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     path("metrics", ops_views.metrics, name="metrics"),
     path("healthz", ops_views.healthz, name="healthz"),
     path("audit/", audit_views.audit_page, name="audit"),
-    path("failures/", failures.failure_search, name="failure-search"),
+    path("failures/", failure_views.failure_search, name="failure-search"),
     path("audit.csv", audit_views.audit_csv, name="audit-csv"),
     path(
         "streams/<name:stream>/groups/<name:group>/entries/<entry_id:entry_id>/<slug:action>/",
@@ -42,7 +41,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     ),
     path(
         "streams/<name:stream>/groups/<name:group>/bulk/<slug:action>/",
-        bulk_views.bulk_action,
+        action_views.bulk_action,
         name="bulk-action",
     ),
     path("streams/<name:stream>/dlq/purge/", action_views.dlq_purge, name="dlq-purge"),

@@ -7,6 +7,7 @@ from django.urls import URLPattern, URLResolver, include, path, register_convert
 from dashboard import converters
 from dashboard.views import actions as action_views
 from dashboard.views import audit as audit_views
+from dashboard.views import bulk as bulk_views
 from dashboard.views import failure_search as failure_views
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
@@ -41,7 +42,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     ),
     path(
         "streams/<name:stream>/groups/<name:group>/bulk/<slug:action>/",
-        action_views.bulk_action,
+        bulk_views.bulk_action,
         name="bulk-action",
     ),
     path("streams/<name:stream>/dlq/purge/", action_views.dlq_purge, name="dlq-purge"),

@@ -32,6 +32,7 @@ from dashboard.failure_index.records import failure_record_parse
 from dashboard.failure_index.retention import failures_prune_expired
 from dashboard.models import IndexedFailure
 from queue_core.backoff import Backoff
+from queue_core.errors import group_exists, group_missing, key_missing
 from queue_core.keys import (
     EVENTS_CHANNEL,
     FAILURES_SUFFIX,
@@ -138,10 +139,9 @@ class FailureIngestor:
             # No MKSTREAM: a failures stream deleted since discovery must not be recreated.
             self.client.xgroup_create(source.key, self.group, id="0")
         except redis.ResponseError as exc:
-            text = str(exc)
-            if "BUSYGROUP" not in text:
-                if "requires the key to exist" in text:
-                    return False
+            if key_missing(exc):
+                return False
+            if not group_exists(exc):
                 raise
         source.group_ready = True
         return True
@@ -192,7 +192,7 @@ class FailureIngestor:
                 self.group, self.consumer, {source.key: start}, count=self.batch
             )
         except redis.ResponseError as exc:
-            if "NOGROUP" in str(exc):
+            if group_missing(exc):
                 # Group destroyed or stream deleted: recreate next time (re-ingesting from 0
                 # is harmless: rows are unique by source id).
                 source.group_ready = False
@@ -220,7 +220,7 @@ class FailureIngestor:
                     count=self.batch,
                 )
             except redis.ResponseError as exc:
-                if "NOGROUP" in str(exc):
+                if group_missing(exc):
                     source.group_ready = False
                     return stored
                 raise

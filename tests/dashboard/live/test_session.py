@@ -25,15 +25,14 @@ from django.test import Client
 from dashboard.live import consumers, session
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.routing import live_path
-from tests.dashboard import test_live as live
+from tests.dashboard.live.sockets import (
+    live_socket,
+    receive_until,
+)
 from tests.dashboard.test_channel_layer import _layer_config
-from tests.dashboard.test_live import _receive_until, _socket
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-live_settings = live.live_settings
-broadcaster = live.broadcaster
 
 
 @dataclass
@@ -92,9 +91,9 @@ async def _closed_with(ws: WebsocketCommunicator, timeout: float) -> tuple[int, 
 
 async def _open_group_socket(login: Login, r: redis.Redis, stream: str) -> WebsocketCommunicator:
     make_pending(r, stream, "billing", "w1", 1)
-    ws = _socket(live_path("group", stream=stream, group="billing"), login.headers)
+    ws = live_socket(live_path("group", stream=stream, group="billing"), login.headers)
     assert (await ws.connect())[0]
-    await _receive_until(ws, lambda m: 'id="pending-table"' in m)
+    await receive_until(ws, lambda m: 'id="pending-table"' in m)
     return ws
 
 
@@ -182,7 +181,7 @@ class SessionEndTests:
         ws = await _open_group_socket(here, r, stream)
         await sync_to_async(elsewhere.client.logout)()
         (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
-        await _receive_until(ws, lambda m: new_id in m)
+        await receive_until(ws, lambda m: new_id in m)
         assert broadcaster.sockets() == 1
         await ws.disconnect()
 
@@ -257,16 +256,16 @@ class UserChangeTests:
         login = await login_as("view_queues")
         ws = await _open_group_socket(login, r, stream)
         await _grant(login.user, "dead_letter_entry")
-        granted = await _receive_until(ws, lambda m: "Dead-letter" in m, timeout=3.0)
+        granted = await receive_until(ws, lambda m: "Dead-letter" in m, timeout=3.0)
         assert 'id="pending-table"' in granted
         assert broadcaster.sockets() == 1, "re-attached, not doubled"
         await _revoke(login.user, "dead_letter_entry")
-        await _receive_until(
+        await receive_until(
             ws, lambda m: 'id="pending-table"' in m and "Dead-letter" not in m, timeout=3.0
         )
         # The socket stays open and follows the stream under its new permission set.
         (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
-        update = await _receive_until(ws, lambda m: new_id in m)
+        update = await receive_until(ws, lambda m: new_id in m)
         assert "Dead-letter" not in update
         await ws.disconnect()
         assert broadcaster.sockets() == 0
@@ -289,5 +288,5 @@ class LongLivedSocketTests:
         ws = await _open_group_socket(login, r, stream)
         await asyncio.sleep(2.5)
         (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
-        await _receive_until(ws, lambda m: new_id in m)
+        await receive_until(ws, lambda m: new_id in m)
         await ws.disconnect()

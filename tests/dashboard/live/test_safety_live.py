@@ -10,22 +10,16 @@ from dashboard import routing
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.live.registry import KINDS
 from dashboard.routing import live_path
-from tests.dashboard import test_live as live
-from tests.dashboard.test_live import (
+from tests.dashboard.live.sockets import (
     SITE_HEADERS,
     CookieFor,
-    _close_code,
-    _receive_until,
-    _socket,
+    close_code,
+    live_socket,
+    receive_until,
 )
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# The live tests' fixtures (settings, the process broadcaster, login-session headers).
-live_settings = live.live_settings
-broadcaster = live.broadcaster
-headers_for = live.headers_for
 
 
 def _paths(stream: str, entry_id: str) -> dict[str, str]:
@@ -48,9 +42,9 @@ class SocketAuthEveryRouteTests:
         ids = make_pending(r, stream, "g", "c", 1)
         nobody = await headers_for()
         for kind, path in _paths(stream, ids[0]).items():
-            anon = _socket(path, SITE_HEADERS)
-            assert await _close_code(anon) == 4401, kind
-            assert await _close_code(_socket(path, nobody)) == 4403, kind
+            anon = live_socket(path, SITE_HEADERS)
+            assert await close_code(anon) == 4401, kind
+            assert await close_code(live_socket(path, nobody)) == 4403, kind
         assert broadcaster.sockets() == 0
 
 
@@ -68,15 +62,15 @@ class HostileSocketTests:
     ) -> None:
         make_pending(r, stream, "g", "c", 1)
         headers = await headers_for("view_queues")
-        hostile = _socket(live_path("entry", stream=stream, entry_id=entry_id), headers)
+        hostile = live_socket(live_path("entry", stream=stream, entry_id=entry_id), headers)
         # The entry page answers 400 for this id; its socket is closed as unknown.
-        assert await _close_code(hostile) == 4404
+        assert await close_code(hostile) == 4404
         assert broadcaster.open_surfaces() == set()
-        good = _socket(live_path("group", stream=stream, group="g"), headers)
+        good = live_socket(live_path("group", stream=stream, group="g"), headers)
         assert (await good.connect())[0]
-        await _receive_until(good, lambda m: 'id="pending-table"' in m)
+        await receive_until(good, lambda m: 'id="pending-table"' in m)
         (new_id,) = make_pending(r, stream, "g", "c2", 1, create=False)
-        await _receive_until(good, lambda m: new_id in m)
+        await receive_until(good, lambda m: new_id in m)
         await good.disconnect()
 
 
@@ -95,9 +89,9 @@ class PushedHtmlEscapingTests:
             live_path("entry", stream=stream, entry_id=entry_id),
         ]
         for path in paths:
-            ws = _socket(path, headers)
+            ws = live_socket(path, headers)
             assert (await ws.connect())[0], path
-            html = await _receive_until(ws, lambda m: "&lt;" in m)
+            html = await receive_until(ws, lambda m: "&lt;" in m)
             assert "<script>" not in html and "<img src=x" not in html, path
             assert "<b>f</b>" not in html, path
             await ws.disconnect()

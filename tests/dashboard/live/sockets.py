@@ -1,0 +1,46 @@
+"""Test sockets through the real ASGI application (origin check, session auth, routing)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from channels.testing import WebsocketCommunicator
+
+from dashboard.asgi import application
+
+CookieFor = Callable[..., Awaitable[list[tuple[bytes, bytes]]]]
+#: What a page of the test site sends on a handshake: its Host and its own Origin.
+SITE_HEADERS = [(b"host", b"testserver"), (b"origin", b"http://testserver")]
+
+
+def live_socket(path: str, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def receive_until(
+    ws: WebsocketCommunicator, predicate: Callable[[str], bool], timeout: float = 3.0
+) -> str:
+    """Messages until one satisfies ``predicate``; fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            message: str = await ws.receive_from(timeout=left)
+        except TimeoutError:
+            break
+        if predicate(message):
+            return message
+        seen.append(message[:200])
+    raise AssertionError(f"no matching push within {timeout}s; got {seen}")
+
+
+async def close_code(ws: WebsocketCommunicator) -> int | None:
+    """The code a refused socket was closed with (None: the handshake itself was refused)."""
+    connected, _ = await ws.connect()
+    if not connected:
+        return None
+    message = await ws.receive_output(timeout=1)
+    assert message["type"] == "websocket.close", "nothing is sent before the close"
+    code: int = message["code"]
+    return code

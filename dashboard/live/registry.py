@@ -19,7 +19,6 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -236,12 +235,11 @@ def surface_path(surface: Surface) -> str:
     return unquote(reverse(surface.spec.page, args=list(surface.params().values())))
 
 
-@cache
-def _context_function(dotted: str) -> Callable[..., dict[str, Any]]:
-    function: Callable[..., dict[str, Any]] = import_string(dotted)
-    return function
-
-
 def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
-    """The page context of a surface's default view (first page, no filters)."""
-    return _context_function(surface.spec.context)(client=client, **surface.params())
+    """The page context of a surface's default view (first page, no filters).
+
+    The context function is looked up by name on each call (the module is imported once):
+    the pages module imports views machinery, so the registry does not import it itself.
+    """
+    context: Callable[..., dict[str, Any]] = import_string(surface.spec.context)
+    return context(client=client, **surface.params())

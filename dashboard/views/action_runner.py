@@ -2,7 +2,7 @@
 
 Owns what the action views (``dashboard.views.actions``, ``dashboard.views.bulk``)
 share: the parsed request and its checks (names, ids, the form's first problem), the
-runner that turns every refusal into an ``Outcome`` and writes one AuditEvent row per
+runner that turns every refusal into an ``ActionResult`` and writes one AuditEvent row per
 attempt (successful, refused by a guard, the form or the permission, or errored), and
 the answers. htmx gets the message out of band and swaps the changed row, removes it
 or reloads the page, through django-htmx's response helpers; a plain POST gets
@@ -55,7 +55,7 @@ class BadRequest(Exception):  # noqa: N818 - an answer, not a failure
 
 
 @dataclass
-class Outcome:
+class ActionResult:
     """What one action did, for the audit row and the response."""
 
     result: str  # ok / refused / error
@@ -170,31 +170,31 @@ def run(
     req: ActionRequest,
     *,
     state_before: Callable[[], dict[str, Any]],
-    call: Callable[[], Outcome],
-) -> Outcome:
+    call: Callable[[], ActionResult],
+) -> ActionResult:
     """Read the state before, call the service, audit the attempt whatever happened."""
     state: dict[str, Any] = {}
     try:
         state = state_before()
         outcome = call()
     except BadRequest as exc:
-        outcome = Outcome("refused", str(exc), status=exc.status)
+        outcome = ActionResult("refused", str(exc), status=exc.status)
     except ActionRefused as exc:
-        outcome = Outcome("refused", str(exc), status=409)
+        outcome = ActionResult("refused", str(exc), status=409)
     except CrossSlotName as exc:
-        outcome = Outcome("refused", str(exc), status=409)
+        outcome = ActionResult("refused", str(exc), status=409)
     except ValueError as exc:
-        outcome = Outcome("refused", str(exc), status=400)
+        outcome = ActionResult("refused", str(exc), status=400)
     except redis.RedisError as exc:
         # RedisErrorMiddleware answers with its banner (503); the row says it failed.
-        audit(request, req, Outcome("error", f"{type(exc).__name__}: {exc}"), state)
+        audit(request, req, ActionResult("error", f"{type(exc).__name__}: {exc}"), state)
         raise
     audit(request, req, outcome, state)
     return outcome
 
 
 def audit(
-    request: HttpRequest, req: ActionRequest, outcome: Outcome, state: dict[str, Any]
+    request: HttpRequest, req: ActionRequest, outcome: ActionResult, state: dict[str, Any]
 ) -> None:
     audit_record(
         user=request.user,
@@ -210,9 +210,9 @@ def audit(
     )
 
 
-def denied(request: HttpRequest, req: ActionRequest) -> Outcome:
+def denied(request: HttpRequest, req: ActionRequest) -> ActionResult:
     """A forged or stale POST from a user without the permission: audited, nothing changed."""
-    outcome = Outcome("refused", f"You do not have permission to {req.action}.", status=403)
+    outcome = ActionResult("refused", f"You do not have permission to {req.action}.", status=403)
     audit(request, req, outcome, {})
     return outcome
 
@@ -236,7 +236,7 @@ def fallback_url(req: ActionRequest) -> str:
     return "/"
 
 
-def flash(outcome: Outcome) -> list[dict[str, str]]:
+def flash(outcome: ActionResult) -> list[dict[str, str]]:
     level = {"ok": "success", "refused": "warning", "error": "error"}[outcome.result]
     if outcome.status in (400, 403, 404):
         level = "error"
@@ -253,7 +253,7 @@ def recheck_live(response: HttpResponse) -> HttpResponse:
     return trigger_client_event(response, "change", after="swap")
 
 
-def _respond_plain(request: HttpRequest, req: ActionRequest, outcome: Outcome) -> HttpResponse:
+def _respond_plain(request: HttpRequest, req: ActionRequest, outcome: ActionResult) -> HttpResponse:
     """Without htmx: post/redirect/get with a message, or a page saying why not."""
     back = req.next_url or fallback_url(req)
     if outcome.status == 200:
@@ -269,7 +269,7 @@ def _respond_plain(request: HttpRequest, req: ActionRequest, outcome: Outcome) -
 def respond(
     request: HtmxHttpRequest,
     req: ActionRequest,
-    outcome: Outcome,
+    outcome: ActionResult,
     *,
     row_html: tuple[str, str] | None = None,
 ) -> HttpResponse:

@@ -36,8 +36,8 @@ from dashboard.forms import AcknowledgeForm, ActionForm, ClaimForm, DeadLetterFo
 from dashboard.permissions import action_permission
 from dashboard.views.action_runner import (
     ActionRequest,
+    ActionResult,
     BadRequest,
-    Outcome,
     action_request,
     check_group,
     check_id,
@@ -78,7 +78,7 @@ class Action:
     on: str
     form: type[ActionForm]
     #: One service call, and what it answers (its message, new ids, state it reported).
-    run: Callable[[Call], Outcome]
+    run: Callable[[Call], ActionResult]
 
     @property
     def permission(self) -> str:
@@ -88,7 +88,7 @@ class Action:
 # --- the actions: one service call each -------------------------------------------------
 
 
-def _retry(call: Call) -> Outcome:
+def _retry(call: Call) -> ActionResult:
     retried = services.entry_retry(
         client=call.client,
         stream=call.req.stream,
@@ -96,7 +96,7 @@ def _retry(call: Call) -> Outcome:
         entry_id=call.entry_id,
         idle_ms=settings.ACKBOARD_RETRY_IDLE_MS,
     )
-    return Outcome(
+    return ActionResult(
         "ok",
         f"Entry {call.entry_id} will be redelivered to a worker of {call.req.group} on its "
         "next reclaim sweep.",
@@ -104,7 +104,7 @@ def _retry(call: Call) -> Outcome:
     )
 
 
-def _claim(call: Call) -> Outcome:
+def _claim(call: Call) -> ActionResult:
     claimed = services.entry_claim(
         client=call.client,
         consumer=call.data["consumer"],
@@ -115,14 +115,14 @@ def _claim(call: Call) -> Outcome:
         group=call.req.group,
         entry_id=call.entry_id,
     )
-    return Outcome(
+    return ActionResult(
         "ok",
         f"Entry {call.entry_id} claimed by {claimed.consumer} (was {claimed.previous_consumer}).",
         reported={"claimed_by": claimed.consumer},
     )
 
 
-def _dead_letter(call: Call) -> Outcome:
+def _dead_letter(call: Call) -> ActionResult:
     moved = services.entry_dead_letter(
         client=call.client,
         reason=call.req.reason or "dead-lettered by an operator",
@@ -133,13 +133,13 @@ def _dead_letter(call: Call) -> Outcome:
         entry_id=call.entry_id,
     )
     if moved is None:
-        return Outcome(
+        return ActionResult(
             "refused",
             f"Entry {call.entry_id} is no longer pending in {call.req.group}: someone "
             "acknowledged or dead-lettered it first. Nothing was changed.",
             status=409,
         )
-    return Outcome(
+    return ActionResult(
         "ok",
         f"Entry {call.entry_id} moved to the dead-letter stream as {moved.dlq_id}.",
         new_ids=[moved.dlq_id],
@@ -147,7 +147,7 @@ def _dead_letter(call: Call) -> Outcome:
     )
 
 
-def _acknowledge(call: Call) -> Outcome:
+def _acknowledge(call: Call) -> ActionResult:
     acked = services.entry_acknowledge(
         client=call.client,
         stream=call.req.stream,
@@ -156,18 +156,18 @@ def _acknowledge(call: Call) -> Outcome:
         reason=call.req.reason,
     )
     if not acked.was_pending:
-        return Outcome(
+        return ActionResult(
             "refused",
             f"Entry {call.entry_id} is no longer pending in {call.req.group}. Nothing was changed.",
             status=409,
         )
-    return Outcome("ok", f"Entry {call.entry_id} acknowledged (discarded).", removed=True)
+    return ActionResult("ok", f"Entry {call.entry_id} acknowledged (discarded).", removed=True)
 
 
-def _replay(call: Call) -> Outcome:
+def _replay(call: Call) -> ActionResult:
     dlq_id = call.entry_id
     replayed = services.dlq_replay(client=call.client, stream=call.req.stream, dlq_id=dlq_id)
-    return Outcome(
+    return ActionResult(
         "ok",
         f"Dead-letter entry {dlq_id} replayed to group {replayed.group} as {replayed.new_id}.",
         new_ids=[replayed.new_id],
@@ -176,24 +176,24 @@ def _replay(call: Call) -> Outcome:
     )
 
 
-def _delete(call: Call) -> Outcome:
+def _delete(call: Call) -> ActionResult:
     dlq_id = call.entry_id
     deleted = services.dlq_delete(client=call.client, stream=call.req.stream, dlq_id=dlq_id)
     if not deleted.deleted:
-        return Outcome(
+        return ActionResult(
             "refused", f"Dead-letter entry {dlq_id} was already gone. Nothing was changed.", 409
         )
-    return Outcome("ok", f"Dead-letter entry {dlq_id} deleted.", removed=True)
+    return ActionResult("ok", f"Dead-letter entry {dlq_id} deleted.", removed=True)
 
 
-def _purge(call: Call) -> Outcome:
+def _purge(call: Call) -> ActionResult:
     purged = services.dlq_purge(
         client=call.client,
         stream=call.req.stream,
         expected_length=call.data["expected_length"],
         newest_id=call.data["newest_id"],
     )
-    return Outcome(
+    return ActionResult(
         "ok",
         f"Purged {purged.deleted} dead-letter entr{'y' if purged.deleted == 1 else 'ies'}.",
         reported={"deleted": purged.deleted},
@@ -228,12 +228,12 @@ def _attempt(
     req: ActionRequest,
     *,
     state_before: Callable[[], dict[str, Any]],
-) -> Outcome:
+) -> ActionResult:
     """One row's attempt: the permission, the state before, the form, the service."""
     if not request.user.has_perm(row.permission):
         return denied(request, req)
 
-    def call() -> Outcome:
+    def call() -> ActionResult:
         data = form_data(form)
         operator = request.user.get_username()
         return row.run(Call(req=req, data=data, operator=operator, client=get_redis()))

@@ -43,8 +43,8 @@ from dashboard.forms import (
 from dashboard.permissions import action_permission
 from dashboard.views.action_runner import (
     ActionRequest,
+    ActionResult,
     BadRequest,
-    Outcome,
     action_request,
     audit,
     check_group,
@@ -277,13 +277,13 @@ def bulk_action(request: HtmxHttpRequest, stream: str, group: str, action: str) 
     try:
         step = _checked_step(form, req)
     except BadRequest as exc:
-        outcome = Outcome("refused", str(exc), status=exc.status)
+        outcome = ActionResult("refused", str(exc), status=exc.status)
         if form.confirmed:  # a refused action is audited; a dry run is not
             audit(request, req, outcome, {})
         return respond(request, req, outcome)
     except redis.RedisError as exc:
         if form.confirmed:  # a dry run changes nothing and is not audited
-            audit(request, req, Outcome("error", f"{type(exc).__name__}: {exc}"), {})
+            audit(request, req, ActionResult("error", f"{type(exc).__name__}: {exc}"), {})
         raise
     context: dict[str, Any] = {
         "action": action,
@@ -316,7 +316,7 @@ def _dry_run(
     try:
         found = bulk.bulk_scope(**_scope(get_redis(), req, step))
     except (ActionRefused, ValueError) as exc:
-        return respond(request, req, Outcome("refused", str(exc), status=409))
+        return respond(request, req, ActionResult("refused", str(exc), status=409))
     context["dry_run"] = found
     return _bulk_respond(request, req, context, None)
 
@@ -331,7 +331,7 @@ def _apply(
     """One capped, audited step of the action."""
     done: list[BulkResult] = []
 
-    def call() -> Outcome:
+    def call() -> ActionResult:
         operator = request.user.get_username()
         result = row.apply(BulkCall(req=req, step=step, operator=operator, client=get_redis()))
         done.append(result)
@@ -354,14 +354,14 @@ def _apply(
     return _bulk_respond(request, req, context, outcome)
 
 
-def _outcome(row: BulkAction, result: BulkResult) -> Outcome:
+def _outcome(row: BulkAction, result: BulkResult) -> ActionResult:
     skipped = [[i.entry_id, str(i.outcome)] for i in result.skipped]
     count = len(result.done)
     message = f"{row.verb.capitalize()} {count} entr{'y' if count == 1 else 'ies'}"
     if skipped:
         message += f"; skipped {len(skipped)} that changed or left since you looked"
     message += "." if result.complete else "; more remain."
-    return Outcome(
+    return ActionResult(
         "ok" if result.done or not skipped else "refused",
         message,
         new_ids=[i.new_id for i in result.items if i.new_id],
@@ -374,7 +374,7 @@ def _bulk_respond(
     request: HtmxHttpRequest,
     req: ActionRequest,
     context: dict[str, Any],
-    outcome: Outcome | None,
+    outcome: ActionResult | None,
 ) -> HttpResponse:
     """The bulk bar's answer: a dry-run confirmation, progress, or a refusal message."""
     if outcome is not None and outcome.status != 200:

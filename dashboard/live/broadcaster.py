@@ -119,7 +119,9 @@ def _marks_fresh(streams: set[str]) -> dict[str, int]:
 
 
 @dataclass
-class _Outcome:
+class _CycleWork:
+    """What one cycle's work in the thread found and rendered, for the loop to push."""
+
     signatures: dict[Surface, Any]
     marks: dict[str, int]
     html: dict[Key, dict[str, str]]
@@ -376,7 +378,7 @@ class Broadcaster:
         forced: set[Key],
         dirty: set[str],
         discover: bool,
-    ) -> _Outcome:
+    ) -> _CycleWork:
         """Poll, compare, render the surfaces whose signature or stream changed."""
         close_old_connections()
         client = get_redis()
@@ -395,7 +397,7 @@ class Broadcaster:
                 html.update(self._render(client, surface, wanted))
         last_ids = {n: s.last_id for n, s in poll.stamps.streams.items() if s.last_id}
         polled = tuple(sorted(poll.stamps.streams))
-        return _Outcome(signatures, dict(poll.marks), html, last_ids, discovered, polled)
+        return _CycleWork(signatures, dict(poll.marks), html, last_ids, discovered, polled)
 
     def _poll(
         self, client: redis.Redis, surfaces: list[Surface], discover: bool

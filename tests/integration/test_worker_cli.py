@@ -25,7 +25,7 @@ import redis
 
 from queue_core import Job
 from tests.factories import add_entries, make_group
-from tests.queue_core.test_worker import new_worker, running, wait_until
+from tests.queue_core.worker.helpers import new_worker, running, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,7 +25,7 @@ from dashboard.devredis import system_redis_server
 from queue_core import Job, reclaim_stale
 from queue_core.keys import stream_keys
 from tests.factories import add_entries, make_group, make_pending
-from tests.queue_core.test_worker import new_worker, running, wait_until
+from tests.queue_core.worker.helpers import new_worker, running, wait_until
 from tests.redis_server import RedisServer
 
 

@@ -16,6 +16,7 @@ from queue_core.worker import (
     Worker,
     WorkerConfig,
     WorkerConfigError,
+    handler_load,
     worker_arguments_add,
     worker_argv,
     worker_config_from_options,
@@ -32,6 +33,23 @@ def parsed(argv: list[str]) -> dict[str, Any]:
 
 
 class WorkerConfigTests:
+    @pytest.mark.parametrize(
+        ("options", "message"),
+        [
+            ({"stream": "a}b"}, "cannot share a cluster slot"),
+            ({"batch": 0}, "batch must be"),
+            ({"max_deliveries": 0}, "max-deliveries must be"),
+            ({"group_start": "yesterday"}, "group-start must be"),
+            ({"handler": "not callable"}, "is not callable"),
+        ],
+    )
+    def test_bad_configuration_is_refused(
+        self, redis_url: str, options: dict[str, Any], message: str
+    ) -> None:
+        kwargs: dict[str, Any] = {"stream": "s", "group": "g", "handler": print} | options
+        with pytest.raises(WorkerConfigError, match=message):
+            Worker(url=redis_url, **kwargs)
+
     def test_empty_consumer_and_url_are_chosen_when_built(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -81,6 +99,24 @@ class WorkerConfigTests:
         assert Worker(**fields).config == config
         with pytest.raises(TypeError):
             Worker(config, batch=8)
+
+
+class HandlerLoadTests:
+    @pytest.mark.parametrize(
+        ("path", "message"),
+        [
+            ("tests.integration.handlers", "must look like package.module:function"),
+            ("tests.integration.no_such_module:f", "cannot import handler module"),
+            ("tests.integration.handlers:nope", "has no attribute 'nope'"),
+            ("tests.integration.handlers:NOT_CALLABLE", "is not callable"),
+        ],
+    )
+    def test_bad_handler_paths_are_refused(self, path: str, message: str) -> None:
+        with pytest.raises(WorkerConfigError, match=message):
+            handler_load(path)
+
+    def test_handler_path_loads_the_function(self) -> None:
+        assert handler_load("tests.integration.handlers:quick").__name__ == "quick"
 
 
 class WorkerFlagsTests:

@@ -26,7 +26,7 @@ from queue_core.worker.contract import (
     unparseable_settle,
 )
 from tests.factories import make_pending
-from tests.queue_core.test_worker import new_worker
+from tests.queue_core.worker.helpers import new_worker
 
 
 def dead_letter_fields(r: redis.Redis, stream: str) -> dict[str, dict[str, str]]:

@@ -27,8 +27,10 @@ from queue_core.worker.config import (
     worker_config_from_options,
 )
 from queue_core.worker.lanes import Handler
-from queue_core.worker.loop import SAME_STOP_S, Worker, WorkerStats
+from queue_core.worker.loop import Worker
 from queue_core.worker.once import process_entry, reclaim_stale
+from queue_core.worker.stats import WorkerStats
+from queue_core.worker.stop import SAME_STOP_S
 
 __all__ = [
     "SAME_STOP_S",

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -38,19 +37,12 @@ from typing import Any
 import redis
 
 from queue_core.backoff import Backoff
-from queue_core.failures import now_ms
 from queue_core.keys import stream_keys
-from queue_core.parsing import fields_parse
-from queue_core.types import Job, UnparseableEntry
 from queue_core.worker import wire
 from queue_core.worker.config import WorkerConfig, WorkerConfigError
-from queue_core.worker.contract import (
-    REPLAY_KEY,
-    entry_admit,
-    handler_failed_settle,
-    unparseable_settle,
-)
+from queue_core.worker.contract import handler_failed_settle
 from queue_core.worker.inflight import InFlight
+from queue_core.worker.intake import Intake
 from queue_core.worker.lanes import (
     Chunk,
     Failed,
@@ -61,34 +53,13 @@ from queue_core.worker.lanes import (
 )
 from queue_core.worker.once import reclaim_stale
 from queue_core.worker.settle import SettleBatch
+from queue_core.worker.stats import WorkerStats
+from queue_core.worker.stop import StopControl
 
 log = logging.getLogger("queue_core.worker")
 
-#: A stop signal this soon after the stop request is that request delivered again, not a
-#: second one. Signalling a process group reaches ``uv run``'s child twice: directly, and
-#: forwarded by uv (SIGTERM at once; SIGINT 200 ms later when not on a terminal). 1 s is
-#: far above that delay and below any deliberate "stop now" a person or supervisor sends.
-SAME_STOP_S = 1.0
 #: The first reconnect waits 0.1-0.2 s; each failure in a row doubles it, up to the cap.
 _BACKOFF_BASE_S = 0.2
-
-
-@dataclass
-class WorkerStats:
-    """Counters of one Worker run (entries, not commands). Times are perf_counter()."""
-
-    read: int = 0
-    acked: int = 0
-    failed: int = 0
-    dead_lettered: int = 0
-    skipped: int = 0
-    reclaimed: int = 0
-    payload_missing: int = 0
-    ack_errors: int = 0
-    outages: int = 0
-    unfinished: int = 0
-    first_read_at: float | None = None
-    last_ack_at: float | None = None
 
 
 @dataclass
@@ -100,17 +71,6 @@ class _Sweep:
     task: asyncio.Task[None] | None = None
 
 
-@dataclass
-class _Stop:
-    """Stop requests: before the loop runs, while it stops, and the second request."""
-
-    requested: bool = False
-    stopping: bool = False
-    at: float = 0.0
-    #: Resolved by a second stop request: stop waiting for in-flight handlers.
-    force: asyncio.Future[None] | None = None
-
-
 class Worker:
     """Consume ``group`` of ``stream`` with ``handler`` under the ack contract.
 
@@ -118,7 +78,7 @@ class Worker:
     group=…, handler=…, url=…)``). ``run()`` blocks until SIGTERM/SIGINT (or ``stop()``);
     ``run(drain=True)`` returns once a read finds nothing new and everything taken has
     been settled. A stop signal gives in-flight handlers ``grace_seconds``; only a second
-    signal more than 1 s after the first cuts that short (see ``_signal_stop``). See the
+    signal more than 1 s after the first cuts that short (see ``stop.StopControl``). See the
     module docstring for the cost model and the README for the guarantees.
     """
 
@@ -139,7 +99,7 @@ class Worker:
         self._reader: wire.Line | None = None
         self._acker: wire.Line | None = None
         self._lanes: ThreadLanes | None = None
-        self._stop = _Stop()
+        self._stop = StopControl(grace_seconds=config.grace_seconds, wake=self._wake)
         self._waiter: asyncio.Future[None] | None = None
 
         self._flight = InFlight(
@@ -148,6 +108,8 @@ class Worker:
         self._acks = wire.AckBatch()
         self._settles = SettleBatch()
         self._sweep = _Sweep()
+        self._intake = Intake(config=config, stats=self.stats, flight=self._flight,
+                              acks=self._acks, settles=self._settles)  # fmt: skip
         self._backoff = Backoff(base=_BACKOFF_BASE_S, cap=config.backoff_cap_s)
         self._backoff_until = 0.0
         self._read_task: asyncio.Task[None] | None = None
@@ -180,28 +142,21 @@ class Worker:
 
         A second call stops waiting for in-flight handlers.
         """
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            self._stop.requested = True
-            return
-        try:
-            loop.call_soon_threadsafe(self._request_stop)
-        except RuntimeError:
-            self._stop.requested = True
+        self._stop.request_from_any_thread()
 
     async def serve(self, *, drain: bool = False, install_signals: bool = False) -> WorkerStats:
         """The worker as a coroutine. Raises WorkerConfigError when Redis cannot be set up."""
         config = self.config
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._stop.force = loop.create_future()
+        self._stop.attach(loop)
         self._client = self._connect_sync()
         pool = wire.pool_open(config.url, consumer=config.consumer, block_ms=config.block_ms)
         self._reader = wire.Line(pool)
         self._acker = wire.Line(pool)
         if not self.is_async:
             self._lanes = ThreadLanes(config.concurrency, loop, "ackboard")
-        signals = self._install_signals(loop) if install_signals else []
+        signals = self._stop.signals_install(loop) if install_signals else []
         log.info(
             "worker %s consuming %s group %s (batch %d, concurrency %d, %s handler)",
             config.consumer, config.stream, config.group, config.batch, config.concurrency,
@@ -209,8 +164,8 @@ class Worker:
         )  # fmt: skip
         try:
             self.ready.set()
-            if self._stop.requested:
-                self._request_stop()
+            if self._stop.early:
+                self._stop.request()
             await self._serve_loop(drain)
         finally:
             try:
@@ -248,43 +203,6 @@ class Worker:
             client.close()
             raise WorkerConfigError(f"{unreachable}: {exc}") from exc
         return client
-
-    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[signal.Signals]:
-        if threading.current_thread() is not threading.main_thread():
-            return []
-        installed: list[signal.Signals] = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._signal_stop, sig)
-            installed.append(sig)
-        return installed
-
-    def _signal_stop(self, sig: signal.Signals) -> None:
-        """SIGTERM or SIGINT: the first starts a graceful stop with the full grace period.
-
-        Another one less than ``SAME_STOP_S`` (1 s) after the stop request is the same
-        request delivered twice (a process-group signal under ``uv run``) and is ignored.
-        One arriving later is a deliberate second request: stop waiting for handlers.
-        """
-        since = time.monotonic() - self._stop.at
-        if self._stop.stopping and since < SAME_STOP_S:
-            log.info("%s %.0f ms after the stop request: taken as the same request; send it "
-                     "again after %.0f s to stop waiting for in-flight handlers",
-                     sig.name, since * 1000, SAME_STOP_S)  # fmt: skip
-            return
-        self._request_stop()
-
-    def _request_stop(self) -> None:
-        """Stop reading; in-flight handlers get the grace period. Called again: stop waiting."""
-        stop = self._stop
-        if stop.stopping:
-            log.warning("second stop request: not waiting for in-flight handlers")
-            if stop.force is not None and not stop.force.done():
-                stop.force.set_result(None)
-            return
-        log.info("stopping: no new reads; in-flight handlers get %.1fs", self.config.grace_seconds)
-        stop.stopping = True
-        stop.at = time.monotonic()
-        self._wake()
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -403,105 +321,10 @@ class Worker:
             self._healthy()
             self._last_read_empty = not entries
             if entries:
-                self._accept_new(entries)
+                self._intake.accept_new(entries)
         finally:
             self._read_task = None
             self._wake()
-
-    def _accept_new(self, entries: list[list[Any]]) -> None:
-        """Entries read with ``>``: first delivery, so the count is 1. The per-entry hot path.
-
-        ``contract.entry_admit`` and the parser, inlined for the common case (measured:
-        a call per entry is most of the Worker's own cost); anything unusual goes through
-        ``_admit``, the contract's general path.
-        """
-        config = self.config
-        stream, group, acks = config.stream, config.group, self._acks.waiting
-        group_b = group.encode()
-        parse = config.parser
-        default_parse = parse is fields_parse
-        decode = bytes.decode
-        jobs = self._flight.waiting.append
-        proto = {"stream": stream, "group": group, "delivery_count": 1, "consumer": config.consumer}
-        new = object.__new__
-        set_dict = object.__setattr__
-        for entry_id, kv in entries:
-            if kv is None:
-                self._admit(decode(entry_id), None, 1)
-                continue
-            it = iter(kv)
-            raw = dict(zip(it, it, strict=False))  # pairs: Redis never sends an odd list
-            target = raw.get(REPLAY_KEY)
-            if target is not None and target != group_b:
-                # contract.replay_elsewhere, inlined: a replay for another group.
-                acks.append(entry_id)
-                self.stats.skipped += 1
-                log.debug("%s %r is a replay for group %r; acked", stream, entry_id, target)
-                continue
-            fields: dict[str, str] | None
-            try:
-                if default_parse and raw:
-                    # fields_parse, inlined: map() decodes in C, no frame per entry.
-                    it = map(decode, kv)
-                    fields = dict(zip(it, it, strict=False))
-                else:
-                    fields = parse(raw)
-            except Exception:
-                fields = self._parse_slow(decode(entry_id), raw, 1)
-                if fields is None:
-                    continue
-            # Job(...) without its frozen __init__: same fields, a third of the cost.
-            job = new(Job)
-            set_dict(
-                job, "__dict__", {**proto, "id": decode(entry_id), "fields": fields, "raw": raw}
-            )
-            jobs(job)
-        self.stats.read += len(entries)
-
-    def _admit(self, entry_id: str, raw: dict[bytes, bytes] | None, count: int) -> Job | None:
-        """The contract's general path (reclaimed entries): replay, over-max, parse."""
-        config = self.config
-        admission = entry_admit(
-            entry_id=entry_id, raw=raw, delivery_count=count, group=config.group,
-            max_deliveries=config.max_deliveries,
-        )  # fmt: skip
-        if admission.skip:
-            self._acks.waiting.append(entry_id)
-            self.stats.skipped += 1
-            return None
-        if admission.settle is not None:
-            self._settles.queued.append(admission.settle)
-            return None
-        fields = self._parse_slow(entry_id, raw, count)
-        if fields is None:
-            return None
-        return Job(config.stream, config.group, entry_id, fields, count, config.consumer, raw or {})
-
-    def _parse_slow(
-        self, entry_id: str, raw: dict[bytes, bytes] | None, count: int
-    ) -> dict[str, str] | None:
-        """The parser, with its outcomes: fields; None after queuing a dead-letter for an
-        UnparseableEntry; None for a parser bug (logged; the entry stays pending)."""
-        config = self.config
-        try:
-            return config.parser(raw)
-        except UnparseableEntry as exc:
-            log.warning("unparseable entry %s %s: %s", config.stream, entry_id, exc)
-            self._settles.queued.append(
-                unparseable_settle(
-                    entry_id=entry_id,
-                    raw_missing=raw is None,
-                    delivery_count=count,
-                    exc=exc,
-                    group=config.group,
-                    consumer=config.consumer,
-                    failed_at_ms=now_ms(),
-                )  # fmt: skip
-            )
-        except Exception:
-            log.exception("the job parser failed on %s %s; it stays pending", config.stream,
-                          entry_id)  # fmt: skip
-        return None
 
     def _read_refused(self, exc: redis.ResponseError) -> None:
         config = self.config
@@ -584,7 +407,7 @@ class Worker:
                     # Still running here, or its ack or dead-letter is on its way:
                     # XAUTOCLAIM only refreshed its idle time.
                     continue
-                job = self._admit(delivery.id, delivery.fields, delivery.delivery_count)
+                job = self._intake.admit(delivery.id, delivery.fields, delivery.delivery_count)
                 if job is not None:
                     jobs.append(job)
             if jobs:

@@ -14,7 +14,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import redis
@@ -82,26 +82,37 @@ def process_entry(
         )  # fmt: skip
         return _dead_letter_outcome(settle(items=[rejected]))
     job = Job(stream, group, entry_id, text, delivery_count, consumer, raw or {})
+    return _job_run(client, job, handler, settle, max_deliveries)
+
+
+def _job_run(
+    client: redis.Redis,
+    job: Job,
+    handler: Handler,
+    settle: Callable[..., Settled],
+    max_deliveries: int,
+) -> Outcome:
+    """Run the handler: XACK on success; on an error, settle it as the contract says."""
     started = time.perf_counter()
     try:
         _run_handler_sync(handler, job)
     except (Exception, asyncio.CancelledError) as exc:
         # CancelledError here can only come from the handler (this call is synchronous).
         failed = handler_failed_settle(
-            entry_id=entry_id, delivery_count=delivery_count, exc=exc,
+            entry_id=job.id, delivery_count=job.delivery_count, exc=exc,
             duration_ms=(time.perf_counter() - started) * 1000, failed_at_ms=now_ms(),
             max_deliveries=max_deliveries,
         )  # fmt: skip
-        log.warning("handler failed on %s %s (delivery %d): %s", stream, entry_id,
-                    delivery_count, failed.last_error)  # fmt: skip
+        log.warning("handler failed on %s %s (delivery %d): %s", job.stream, job.id,
+                    job.delivery_count, failed.last_error)  # fmt: skip
         settled = settle(items=[failed])
-        return (
-            Outcome.FAILED if failed.dead_letter_reason is None else _dead_letter_outcome(settled)
-        )
+        if failed.dead_letter_reason is None:
+            return Outcome.FAILED
+        return _dead_letter_outcome(settled)
     try:
-        client.xack(stream, group, entry_id)
+        client.xack(job.stream, job.group, job.id)
     except redis.RedisError as exc:
-        log.error("XACK of %s %s failed (%s); it stays pending", stream, entry_id, exc)
+        log.error("XACK of %s %s failed (%s); it stays pending", job.stream, job.id, exc)
         return Outcome.ACK_FAILED
     return Outcome.ACKED
 

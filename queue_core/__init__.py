@@ -5,7 +5,7 @@ This package never imports Django; workers need no database.
 """
 
 from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure, UnparseableEntry
-from queue_core.worker import Worker, process_entry, reclaim_stale
+from queue_core.worker import Worker, WorkerConfig, process_entry, reclaim_stale
 
 __all__ = [
     "ActionRefused",
@@ -14,6 +14,7 @@ __all__ = [
     "PermanentFailure",
     "UnparseableEntry",
     "Worker",
+    "WorkerConfig",
     "process_entry",
     "reclaim_stale",
 ]

@@ -3,13 +3,16 @@
 A package around one pure module of decisions. Each module owns one part:
 
 - ``contract``: what becomes of an entry (replay elsewhere, max deliveries, unparseable,
-  handler failed), as pure functions both paths below call;
+  handler failed), as pure functions that ``once`` and ``loop`` both call;
 - ``settle``: writing those outcomes (failure records, dead-letters), returning a result;
 - ``once``: ``process_entry`` and ``reclaim_stale``, one entry or one sweep, synchronous;
 - ``config``: ``WorkerConfig``, its validation, the ``queue_worker`` flags, handler loading;
 - ``lanes``: where handlers run (sync on daemon threads, async as tasks), a chunk at a time;
 - ``inflight``: read-ahead and in-flight accounting (how many to hold, in what chunks);
+- ``intake``: entries into Jobs, or to the acks and settlements: the per-entry hot path;
 - ``wire``: the connections and the measured hot-path tricks (raw XREADGROUP/XACK, C packing);
+- ``stop``: stop requests and signals (the grace period, a second request, SAME_STOP_S);
+- ``stats``: ``WorkerStats``, the counters a run returns;
 - ``loop``: ``Worker``, the long-running loop behind ``manage.py queue_worker``.
 
 Never imports Django; needs no database. These are the package's public names.

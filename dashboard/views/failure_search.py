@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -25,6 +25,7 @@ from dashboard.converters import name_problem
 from dashboard.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
 from dashboard.models import IndexedFailure
 from dashboard.permissions import queues_view_required
+from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 
 _TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
@@ -108,7 +109,7 @@ def _rows(page: FailurePage) -> list[FailureRow]:
 @never_cache
 @vary_on_headers("HX-Request")
 @queues_view_required
-def failure_search(request: HttpRequest) -> HttpResponse:
+def failure_search(request: HtmxHttpRequest) -> HttpResponse:
     form = FailureSearchForm(request.GET)
     query = request.GET.copy()
     for key in ("before", "after"):
@@ -139,7 +140,7 @@ def failure_search(request: HttpRequest) -> HttpResponse:
         else:
             context.update(page=page, rows=_rows(page))
     template = "dashboard/failures.html"
-    if getattr(request, "htmx", False):
+    if request.htmx:
         template += "#failure-table"
         # htmx is configured not to swap 4xx; the partial carries the error text itself.
         status = 200

@@ -107,8 +107,16 @@ class ScriptCall(Generic[R]):
         return self.parse(reply)
 
     def queue(self, pipe: Pipeline) -> None:
-        """Add the run to ``pipe``; parse its reply from ``pipe.execute()`` with ``parse``."""
-        self.script.registered(pipe)(keys=self.keys, args=self.args, client=pipe)
+        """Add the run to ``pipe``; parse its reply from ``pipe.execute()`` with ``parse``.
+
+        Does what ``Script.__call__`` does for a pipeline, without its per-call import:
+        registering the script with ``pipe.scripts`` makes redis-py check (and load) it
+        before the pipeline runs. Measured: 2 µs a call instead of 6 (``benchmarks/
+        bulk_scope.py``; a bulk request queues up to 1,000).
+        """
+        script = self.script.registered(pipe)
+        pipe.scripts.add(script)
+        pipe.evalsha(script.sha, len(self.keys), *self.keys, *self.args)
 
 
 def calls_pipelined(client: redis.Redis, calls: Sequence[ScriptCall[R]]) -> list[R | Exception]:

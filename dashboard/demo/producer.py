@@ -22,6 +22,7 @@ import redis
 
 from dashboard.demo import DEMO_PREFIX, EMAILS, ORDERS, demo_groups
 from dashboard.demo.handlers import CURRENCIES
+from queue_core.errors import group_exists
 
 log = logging.getLogger("dashboard.demo.producer")
 
@@ -73,7 +74,7 @@ def demo_groups_create(*, client: redis.Redis) -> None:
             try:
                 client.xgroup_create(stream, group, id="0", mkstream=True)
             except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
+                if not group_exists(exc):
                     raise
 
 

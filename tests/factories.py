@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from queue_core.errors import group_exists
 from queue_core.keys import stream_keys
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def make_pending(
         try:
             make_group(r, stream, group)
         except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
+            if not group_exists(exc):
                 raise
     ids = add_entries(r, stream, n)
     delivered: set[str] = set()

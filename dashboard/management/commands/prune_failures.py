@@ -24,7 +24,7 @@ class Command(BaseCommand):
             "--days",
             type=int,
             default=None,
-            help="Keep this many days (default: ACKBOARD_FAILURE_RETENTION_DAYS).",
+            help="Keep this many days (default: ACKBOARD_FAILURE_RETENTION_DAYS; 0 keeps all).",
         )
         parser.add_argument("--batch", type=int, default=5000, help="Rows deleted per batch.")
 
@@ -32,6 +32,10 @@ class Command(BaseCommand):
         days = options["days"]
         if days is None:
             days = int(settings.ACKBOARD_FAILURE_RETENTION_DAYS)
+            if days <= 0:
+                # The retention rule the running ingestor follows: 0 or less keeps all.
+                self.stdout.write("ACKBOARD_FAILURE_RETENTION_DAYS keeps every record.")
+                return
         if days < 0 or options["batch"] < 1:
             raise CommandError("--days must be >= 0 and --batch >= 1")
         cutoff = timezone.now() - timedelta(days=days)

@@ -49,3 +49,15 @@ class FailuresPruneTests:
         settings.ACKBOARD_FAILURE_RETENTION_DAYS = 30
         assert failures_prune_expired() == 1
         assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["10 days"]
+
+    def test_command_keeps_everything_when_the_setting_does(
+        self, settings: SettingsWrapper, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        # One rule for the ingestor's hourly prune and the command: 0 keeps every row.
+        indexed_failure(message="40 days", failed_at=timezone.now() - timedelta(days=40))
+        settings.ACKBOARD_FAILURE_RETENTION_DAYS = 0
+        call_command("prune_failures")
+        assert "keeps every record" in capsys.readouterr().out
+        assert IndexedFailure.objects.count() == 1
+        call_command("prune_failures", "--days", "0")  # asked for by name: all of it
+        assert IndexedFailure.objects.count() == 0

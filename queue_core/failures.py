@@ -19,6 +19,7 @@ import traceback
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -149,12 +150,11 @@ def failures_record(
     losing a record must not stop the loop. With a ``backlog``, what it holds is written
     first, and records Redis could not take because it was away go back into it.
     """
+    kept: list[FailureRecord] = []
     dropped = 0
     if backlog is not None and len(backlog):
         kept, dropped = backlog.take()
         records = [*kept, *records]
-    else:
-        kept = []
     if not records:
         return 0
     key = stream_keys(stream).failures
@@ -173,43 +173,69 @@ def failures_record(
             log.error("could not record %d failure(s) of %s (%s); keeping %d to write when "
                       "Redis is back", len(records), stream, exc, len(backlog))  # fmt: skip
         return 0
+    written, again = _replies_sort(stream, records, replies, keep_read_only=backlog is not None)
+    if backlog is not None and (kept or again):
+        _backlog_settle(backlog, stream, again, late=replies[: len(kept)], dropped=dropped)
+    if publish and written:
+        _events_publish(client, stream, written)
+    return len(written)
+
+
+def _replies_sort(
+    stream: str, records: Sequence[FailureRecord], replies: Sequence[Any], *, keep_read_only: bool
+) -> tuple[list[FailureRecord], list[FailureRecord]]:
+    """(written, to write again): a read-only replica's refusal is worth another try when
+    there is a backlog to keep it in; any other refusal would repeat, and is logged."""
     written: list[FailureRecord] = []
     again: list[FailureRecord] = []
     for record, reply in zip(records, replies, strict=True):
         if isinstance(reply, Exception):
-            if backlog is not None and isinstance(reply, redis.ReadOnlyError):
+            if keep_read_only and isinstance(reply, redis.ReadOnlyError):
                 again.append(record)  # a replica mid-failover: the primary will take it
                 continue
             # Any other refusal (the key is not a stream...) would refuse it again.
             log.error("could not record failure of %s %s: %s", stream, record.entry_id, reply)
             continue
         written.append(record)
-    if backlog is not None and (kept or again):
-        if again:
-            backlog.keep(again, dropped=dropped)
-            log.error("could not record %d failure(s) of %s (read-only); keeping %d to "
-                      "write when Redis is back", len(again), stream, len(backlog))  # fmt: skip
-        else:
-            late = sum(not isinstance(reply, Exception) for reply in replies[: len(kept)])
-            if dropped:
-                log.warning("wrote %d failure records of %s kept while Redis was away; %d "
-                            "older ones were dropped (the backlog keeps at most %d)",
-                            late, stream, dropped, backlog.cap)  # fmt: skip
-            else:
-                log.info("wrote %d failure records of %s kept while Redis was away", late,
-                         stream)  # fmt: skip
-    if publish and written:
-        # One pipelined round trip for all the events, not one PUBLISH each: in a failure
-        # storm every attempt lands here, and per-record round trips capped the worker at
-        # a few thousand failures a second.
-        pipe = client.pipeline(transaction=False)
-        for record in written:
-            message = event_message(
-                type="failure", stream=stream, group=record.group, entry_id=record.entry_id
-            )
-            pipe.publish(EVENTS_CHANNEL, message)
-        try:
-            pipe.execute()
-        except redis.RedisError as exc:
-            log.warning("could not publish %d failure events for %s: %s", len(written), stream, exc)
-    return len(written)
+    return written, again
+
+
+def _backlog_settle(
+    backlog: FailureBacklog,
+    stream: str,
+    again: list[FailureRecord],
+    *,
+    late: Sequence[Any],
+    dropped: int,
+) -> None:
+    """Keep what a read-only Redis refused; otherwise say how the kept records fared
+    (``late`` are the replies to them)."""
+    if again:
+        backlog.keep(again, dropped=dropped)
+        log.error("could not record %d failure(s) of %s (read-only); keeping %d to "
+                  "write when Redis is back", len(again), stream, len(backlog))  # fmt: skip
+        return
+    written = sum(not isinstance(reply, Exception) for reply in late)
+    if dropped:
+        log.warning("wrote %d failure records of %s kept while Redis was away; %d "
+                    "older ones were dropped (the backlog keeps at most %d)",
+                    written, stream, dropped, backlog.cap)  # fmt: skip
+    else:
+        log.info("wrote %d failure records of %s kept while Redis was away", written,
+                 stream)  # fmt: skip
+
+
+def _events_publish(client: redis.Redis, stream: str, written: list[FailureRecord]) -> None:
+    """One pipelined round trip for all the events, not one PUBLISH each: in a failure
+    storm every attempt lands here, and per-record round trips capped the worker at a few
+    thousand failures a second."""
+    pipe = client.pipeline(transaction=False)
+    for record in written:
+        message = event_message(
+            type="failure", stream=stream, group=record.group, entry_id=record.entry_id
+        )
+        pipe.publish(EVENTS_CHANNEL, message)
+    try:
+        pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("could not publish %d failure events for %s: %s", len(written), stream, exc)

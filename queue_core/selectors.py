@@ -21,7 +21,14 @@ from typing import Any
 import redis
 
 from queue_core.errors import not_a_group
-from queue_core.keys import RESERVED_PREFIX, CrossSlotName, allowed, stream_keys, stream_visible
+from queue_core.keys import (
+    DEAD_LETTER_FIELDS,
+    RESERVED_PREFIX,
+    CrossSlotName,
+    allowed,
+    stream_keys,
+    stream_visible,
+)
 from queue_core.types import (
     ConsumerInfo,
     DeadLetterPage,
@@ -63,21 +70,8 @@ SCAN_COUNT = 2_000
 #: XLEN of a name that is never a key answers 0: used for a cross-slot stream's companions.
 _NO_KEY = "\x00ackboard-no-companion"
 
-_META = {
-    name: (RESERVED_PREFIX + name).encode()
-    for name in (
-        "origin-stream",
-        "origin-group",
-        "origin-id",
-        "consumer",
-        "deliveries",
-        "last-error",
-        "reason",
-        "operator",
-        "dead-lettered-at",
-        "payload-missing",
-    )
-}
+#: The dead-letter metadata a DLQ row shows, by short name (the names live in keys).
+_META = {field.removeprefix(RESERVED_PREFIX): field.encode() for field in DEAD_LETTER_FIELDS}
 _RESERVED = RESERVED_PREFIX.encode()
 
 

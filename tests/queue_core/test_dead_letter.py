@@ -11,13 +11,12 @@ import redis
 
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
 from queue_core.services import (
-    TooManyFields,
     dlq_delete,
     dlq_purge,
     dlq_replay,
     entry_dead_letter,
 )
-from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure
+from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure, TooManyFields
 from queue_core.worker import process_entry
 from tests.factories import add_entries, make_group, make_pending
 

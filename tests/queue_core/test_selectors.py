@@ -10,28 +10,7 @@ import redis
 
 from queue_core import selectors, services
 from queue_core.keys import stream_keys
-from tests.factories import add_entries, make_group, make_pending
-
-
-class CountingRedis(redis.Redis):
-    """A real client that counts round trips (one per command or pipeline execute)."""
-
-    round_trips = 0
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        CountingRedis.round_trips += 1
-        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-
-    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
-        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
-        execute = pipe.execute
-
-        def counted(raise_on_error: bool = True) -> Any:
-            CountingRedis.round_trips += 1
-            return execute(raise_on_error=raise_on_error)
-
-        pipe.execute = counted  # type: ignore[method-assign]
-        return pipe
+from tests.factories import CountingRedis, add_entries, make_group, make_pending
 
 
 @pytest.fixture
@@ -100,13 +79,13 @@ class StreamSummariesTests:
         names = [f"{prefix}s{i}" for i in range(40)]
         for name in names:
             make_pending(r, name, "g", "c", 2)
-        CountingRedis.round_trips = 0
+        counting.round_trips = 0
         selectors.stream_summaries(client=counting, streams=names[:2])
-        few = CountingRedis.round_trips
-        CountingRedis.round_trips = 0
+        few = counting.round_trips
+        counting.round_trips = 0
         found = selectors.stream_summaries(client=counting, streams=names)
         assert len(found) == 40 and all(s.pending == 2 for s in found)
-        assert CountingRedis.round_trips == few == 2
+        assert counting.round_trips == few == 2
 
 
 class StreamDetailTests:
@@ -266,11 +245,11 @@ class StreamStampsTests:
         names = [f"{prefix}s{i}" for i in range(5)]
         for name in names:
             make_pending(r, name, "g", "c1", 2)
-        CountingRedis.round_trips = 0
+        counting.round_trips = 0
         stamps = selectors.stream_stamps(
             client=counting, streams=names, groups=[(n, "g") for n in names]
         )
-        assert CountingRedis.round_trips == 1
+        assert counting.round_trips == 1
         assert set(stamps.streams) == set(names) and len(stamps.pending) == 5
 
     def test_stamp_moves_with_what_the_pages_show(self, r: redis.Redis, stream: str) -> None:
@@ -310,11 +289,11 @@ class PendingEntryFetchTests:
         self, counting: Any, r: redis.Redis, stream: str
     ) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        CountingRedis.round_trips = 0
+        counting.round_trips = 0
         found = selectors.pending_entry_fetch(
             client=counting, stream=stream, group="g", entry_id=entry_id
         )
-        assert CountingRedis.round_trips == 1
+        assert counting.round_trips == 1
         assert found is not None and found.in_stream and found.row is not None
         assert (found.row.id, found.row.consumer, found.row.deliveries) == (entry_id, "c1", 1)
         assert found.row.entry is not None and dict(found.row.entry.fields)[b"n"] == b"0"

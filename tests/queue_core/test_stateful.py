@@ -48,10 +48,10 @@ from queue_core.services import (
     entry_acknowledge,
     entry_claim,
     entry_dead_letter,
-    entry_id_key,
     entry_retry,
 )
 from queue_core.types import BulkOutcome
+from queue_core.validation import entry_id_key
 
 T = TypeVar("T")
 

@@ -132,3 +132,16 @@ def ingest_pending(r: redis.Redis, stream: str) -> int:
     from dashboard.failure_index import INGEST_GROUP
 
     return int(r.xpending(stream_keys(stream).failures, INGEST_GROUP)["pending"])
+
+
+# -- users -------------------------------------------------------------------------------
+
+
+def make_user(django_user_model: Any, name: str, *codenames: str) -> Any:
+    """A user (password ``pw``) holding the given ``dashboard.*`` permission codenames."""
+    from django.contrib.auth.models import Permission  # tests of queue_core load no Django
+
+    user = django_user_model.objects.create_user(username=name, password="pw")
+    perms = Permission.objects.filter(content_type__app_label="dashboard", codename__in=codenames)
+    user.user_permissions.add(*perms)
+    return user

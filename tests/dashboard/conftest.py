@@ -5,11 +5,12 @@ permissions, and the settings the actions read. Neither is autouse: a module ask
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from tests.dashboard.action_helpers import MakeClient
+from tests.factories import make_user
 
 #: What an operator holds: reading and every action.
 ALL_ACTIONS = (
@@ -33,11 +34,7 @@ def action_settings(settings: SettingsWrapper, redis_url: str) -> None:
 @pytest.fixture
 def make_client(django_user_model: type[User]) -> MakeClient:
     def make(name: str = "olga", *codenames: str, **client_kwargs: bool) -> Client:
-        user = django_user_model.objects.create_user(username=name, password="pw")
-        perms = Permission.objects.filter(
-            content_type__app_label="dashboard", codename__in=codenames or ALL_ACTIONS
-        )
-        user.user_permissions.add(*perms)
+        user = make_user(django_user_model, name, *(codenames or ALL_ACTIONS))
         client = Client(**client_kwargs)
         client.force_login(user)
         return client

@@ -9,13 +9,14 @@ import logging
 import re
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
 from dashboard.audit import audit_for_entry, audit_record
 from dashboard.models import AuditEvent
 from dashboard.views.audit import csv_cell
+from tests.factories import make_user
 from tests.html import table_rows
 
 pytestmark = pytest.mark.django_db
@@ -29,18 +30,11 @@ def _ids_column(page: str) -> list[str]:
     return [cells[IDS_COLUMN] for cells in table_rows(page, "audit-").values()]
 
 
-def _user(django_user_model: type[User], name: str, *codenames: str) -> User:
-    user = django_user_model.objects.create_user(username=name, password="pw")
-    perms = Permission.objects.filter(content_type__app_label="dashboard", codename__in=codenames)
-    user.user_permissions.add(*perms)
-    return user
-
-
 class AuditRecordTests:
     def test_writes_row_and_json_log_line(
         self, django_user_model: type[User], caplog: pytest.LogCaptureFixture
     ) -> None:
-        alice = _user(django_user_model, "alice")
+        alice = make_user(django_user_model, "alice")
         with caplog.at_level(logging.INFO, logger="ackboard.audit"):
             event = audit_record(
                 user=alice,
@@ -103,7 +97,7 @@ class AuditPageTests:
     ) -> None:
         url = reverse("dashboard:audit")
         assert client.get(url).status_code == 302
-        _user(django_user_model, "nobody")
+        make_user(django_user_model, "nobody")
         client.login(username="nobody", password="pw")
         assert client.get(url).status_code == 403
         assert client.get(reverse("dashboard:audit-csv")).status_code == 403
@@ -111,9 +105,9 @@ class AuditPageTests:
     def test_filters_by_user_action_and_stream(
         self, client: Client, django_user_model: type[User]
     ) -> None:
-        _user(django_user_model, "reader", "view_queues")
+        make_user(django_user_model, "reader", "view_queues")
         audit_record(user=None, action="retry", stream="orders", entry_ids=["1-0"], result="ok")
-        bob = _user(django_user_model, "bob")
+        bob = make_user(django_user_model, "bob")
         audit_record(user=bob, action="claim", stream="orders", entry_ids=["2-0"], result="ok")
         audit_record(user=bob, action="retry", stream="mail", entry_ids=["3-0"], result="refused")
         client.login(username="reader", password="pw")
@@ -130,7 +124,7 @@ class AuditPageTests:
     def test_htmx_gets_only_the_table_partial(
         self, client: Client, django_user_model: type[User]
     ) -> None:
-        _user(django_user_model, "reader", "view_queues")
+        make_user(django_user_model, "reader", "view_queues")
         client.login(username="reader", password="pw")
         response = client.get(reverse("dashboard:audit"), headers={"HX-Request": "true"})
         body = response.content.decode()
@@ -138,7 +132,7 @@ class AuditPageTests:
         assert "<html" not in body
 
     def test_pages_fifty_rows(self, client: Client, django_user_model: type[User]) -> None:
-        _user(django_user_model, "reader", "view_queues")
+        make_user(django_user_model, "reader", "view_queues")
         for i in range(60):
             audit_record(user=None, action="retry", stream="s", entry_ids=[f"{i}-0"], result="ok")
         client.login(username="reader", password="pw")
@@ -150,7 +144,7 @@ class AuditPageTests:
     def test_csv_export_filters_and_escapes(
         self, client: Client, django_user_model: type[User]
     ) -> None:
-        _user(django_user_model, "reader", "view_queues")
+        make_user(django_user_model, "reader", "view_queues")
         audit_record(
             user=None,
             action="acknowledge",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import redis
-from django.contrib.auth.models import AnonymousUser, Permission, User
+from django.contrib.auth.models import AnonymousUser, User
 from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -13,7 +13,7 @@ from dashboard.models import AuditEvent
 from dashboard.permissions import ACTION_PERMISSIONS, may_act
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.factories import make_pending
+from tests.factories import make_pending, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -23,13 +23,6 @@ HTMX = {"HX-Request": "true"}
 @pytest.fixture(autouse=True)
 def _redis_settings(settings: SettingsWrapper, redis_url: str) -> None:
     settings.ACKBOARD_REDIS_URL = redis_url
-
-
-def _user(django_user_model: type[User], name: str, *codenames: str) -> User:
-    user = django_user_model.objects.create_user(username=name, password="pw")
-    perms = Permission.objects.filter(content_type__app_label="dashboard", codename__in=codenames)
-    user.user_permissions.add(*perms)
-    return user
 
 
 def _client(user: User, **kwargs: bool) -> Client:
@@ -45,7 +38,7 @@ class PermissionMapTests:
         assert "dashboard.view_queues" in declared
 
     def test_may_act_needs_exactly_that_permission(self, django_user_model: type[User]) -> None:
-        retrier = _user(django_user_model, "r", "retry_entry")
+        retrier = make_user(django_user_model, "r", "retry_entry")
         assert may_act(retrier, "retry")
         assert not may_act(retrier, "dead-letter")
         assert not may_act(retrier, "no-such-action")
@@ -59,7 +52,7 @@ class ForgedPostTests:
     ) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
         before = r.xpending_range(stream, "g", min="-", max="+", count=10)
-        client = _client(_user(django_user_model, "reader", "view_queues"))
+        client = _client(make_user(django_user_model, "reader", "view_queues"))
         url = reverse("dashboard:entry-action", args=[stream, "g", entry_id, action])
         response = client.post(
             url, {"reason": "forged", "seen_idle_ms": "0", "consumer": "x"}, headers=HTMX
@@ -79,7 +72,7 @@ class ForgedPostTests:
         self, r: redis.Redis, stream: str, django_user_model: type[User]
     ) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        client = _client(_user(django_user_model, "retrier", "view_queues", "retry_entry"))
+        client = _client(make_user(django_user_model, "retrier", "view_queues", "retry_entry"))
         url = reverse("dashboard:entry-action", args=[stream, "g", entry_id, "acknowledge"])
         assert client.post(url, {"reason": "x"}).status_code == 403
         assert r.xpending(stream, "g")["pending"] == 1
@@ -91,7 +84,7 @@ class ForgedPostTests:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
         moved = entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="")
         assert moved is not None
-        client = _client(_user(django_user_model, "reader", "view_queues"))
+        client = _client(make_user(django_user_model, "reader", "view_queues"))
         url = reverse("dashboard:dlq-action", args=[stream, moved.dlq_id, action])
         assert client.post(url, headers=HTMX).status_code == 403
         purge = reverse("dashboard:dlq-purge", args=[stream])
@@ -113,7 +106,7 @@ class CsrfTests:
         self, r: redis.Redis, stream: str, django_user_model: type[User]
     ) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        operator = _user(django_user_model, "op", "view_queues", "dead_letter_entry")
+        operator = make_user(django_user_model, "op", "view_queues", "dead_letter_entry")
         client = _client(operator, enforce_csrf_checks=True)
         url = reverse("dashboard:entry-action", args=[stream, "g", entry_id, "dead-letter"])
         assert client.post(url, headers=HTMX).status_code == 403
@@ -127,7 +120,7 @@ class CsrfTests:
         client = Client(enforce_csrf_checks=True)
         client.get(reverse("login"))  # sets the csrftoken cookie, as a page load does
         token = client.cookies["csrftoken"].value
-        client.force_login(_user(django_user_model, "op", "view_queues", "dead_letter_entry"))
+        client.force_login(make_user(django_user_model, "op", "view_queues", "dead_letter_entry"))
         url = reverse("dashboard:entry-action", args=[stream, "g", entry_id, "dead-letter"])
         response = client.post(url, headers={**HTMX, "X-CSRFToken": token})
         assert response.status_code == 200

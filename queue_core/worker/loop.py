@@ -37,6 +37,7 @@ from typing import Any
 import redis
 
 from queue_core.backoff import Backoff
+from queue_core.errors import group_exists, group_missing
 from queue_core.keys import stream_keys
 from queue_core.worker import wire
 from queue_core.worker.config import WorkerConfig, WorkerConfigError
@@ -194,7 +195,7 @@ class Worker:
             log.info("created group %s on %s at %s", config.group, config.stream,
                      config.group_start)  # fmt: skip
         except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
+            if not group_exists(exc):
                 client.close()
                 raise WorkerConfigError(
                     f"cannot create group {config.group!r} on {config.stream!r}: {exc}"
@@ -328,7 +329,7 @@ class Worker:
 
     def _read_refused(self, exc: redis.ResponseError) -> None:
         config = self.config
-        if "NOGROUP" in str(exc) and self._client is not None:
+        if group_missing(exc) and self._client is not None:
             log.warning("group %s of %s is gone; creating it again at %s",
                         config.group, config.stream, config.group_start)  # fmt: skip
             try:

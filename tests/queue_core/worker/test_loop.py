@@ -358,3 +358,20 @@ class WorkerConnectTests:
         worker = Worker(stream="s", group="g", handler=print, url="redis://127.0.0.1:1/0")
         with pytest.raises(WorkerConfigError, match="cannot reach Redis"):
             worker.run(drain=True)
+
+    def test_a_group_deleted_while_it_runs_is_created_again(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        [first] = add_entries(r, stream, 1)
+        seen: list[str] = []
+
+        with running(new_worker(redis_url, stream, lambda job: seen.append(job.id))):
+            wait_until(lambda: seen == [first], what="the first entry")
+            r.xgroup_destroy(stream, "g")
+            [second] = add_entries(r, stream, 1)
+            # Re-created at group-start (0 here): the first entry is delivered again.
+            wait_until(lambda: second in seen, what="the entry after the group was deleted")
+
+        assert seen == [first, first, second]
+        assert [g["name"] for g in r.xinfo_groups(stream)] == [b"g"]
+        assert pending_count(r, stream) == 0

@@ -2,12 +2,13 @@
 
 Owns carrying out ``contract.Settlement``s with a synchronous client: all their failure
 records in one pipeline (``failures_record``, with the outage backlog), then one
-dead-letter script per entry due for the DLQ (``services.entry_dead_letter``, which
-moves and acks atomically). Never acks on its own and never raises a Redis error: what
-could not be written is logged and reported in the result, and the entries concerned
-stay pending, to come back through reclaim. Cost: 1 round trip for the records (+1 for
-their events), then 2 per dead-letter (the script, its event). ``SettleBatch`` is the
-Worker's queue of them, written in a thread so the loop never waits on these writes.
+dead-letter script per entry due for the DLQ (``scripts.DEAD_LETTER``, which moves and
+acks atomically: the worker needs the script, not the operator's service). Never acks on
+its own and never raises a Redis error: what could not be written is logged and reported
+in the result, and the entries concerned stay pending, to come back through reclaim.
+Cost: 1 round trip for the records (+1 for their events), then 2 per dead-letter (the
+script, its event). ``SettleBatch`` is the Worker's queue of them, written in a thread so
+the loop never waits on these writes.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from queue_core.failures import (
     failure_from_exception,
     failures_record,
 )
-from queue_core.services import TooManyFields, entry_dead_letter
-from queue_core.types import ActionRefused
+from queue_core.scripts import DEAD_LETTER
+from queue_core.types import ActionRefused, TooManyFields
 from queue_core.worker.contract import Settlement
 
 log = logging.getLogger("queue_core.worker")
@@ -117,7 +118,7 @@ def _dead_letter(
     """Move one entry to the DLQ; logs why when it does not."""
     assert item.dead_letter_reason is not None
     try:
-        result = entry_dead_letter(
+        result = DEAD_LETTER.move(
             client=client,
             stream=stream,
             group=group,

@@ -35,15 +35,10 @@ from queue_core.types import (
     DeadLettersPurged,
     Replayed,
     Retried,
-    TooManyFields,
 )
 from queue_core.validation import (
-    MAX_IDLE_MS,
-    MAX_REASON_LENGTH,
     count_check,
-    entry_id_after,
     entry_id_check,
-    entry_id_key,
     idle_check,
     name_check,
     reason_check,
@@ -54,29 +49,6 @@ from queue_core.validation import (
 RETRY_IDLE_MS = 30_000
 #: Default consumer name for operator claims.
 OPERATOR_CONSUMER = "ackboard-operator"
-
-# Importable from here for one transition; their home is queue_core.validation (and
-# TooManyFields's queue_core.types).
-__all__ = [
-    "MAX_IDLE_MS",
-    "MAX_REASON_LENGTH",
-    "OPERATOR_CONSUMER",
-    "RETRY_IDLE_MS",
-    "TooManyFields",
-    "dlq_delete",
-    "dlq_purge",
-    "dlq_replay",
-    "entry_acknowledge",
-    "entry_claim",
-    "entry_dead_letter",
-    "entry_id_after",
-    "entry_id_check",
-    "entry_id_key",
-    "entry_retry",
-    "idle_check",
-    "name_check",
-    "reason_check",
-]
 
 
 def _publish(client: redis.Redis, *, action: str, stream: str, group: str, ids: list[str]) -> None:

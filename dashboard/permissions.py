@@ -31,10 +31,6 @@ ACTION_PERMISSIONS: Mapping[str, str] = {
     "purge": "dashboard.delete_dead_letter",
 }
 
-#: Actions on a pending entry (pending table rows, the entry page, the bulk bar).
-ENTRY_ACTIONS: tuple[str, ...] = ("retry", "claim", "dead-letter", "acknowledge")
-#: Actions on one dead-lettered entry (the dead-letter page).
-DLQ_ACTIONS: tuple[str, ...] = ("replay", "delete")
 
 #: The codenames (without the app label) the "Ackboard operators" group holds.
 OPERATOR_CODENAMES: tuple[str, ...] = tuple(

@@ -48,7 +48,7 @@ from dashboard.views.action_runner import (
     run,
 )
 from dashboard.views.htmx import HtmxHttpRequest
-from dashboard.views.pages import PendingFilters, _pending_view
+from dashboard.views.pages import PendingFilters, pending_rows_view
 from queue_core import selectors, services
 from queue_core.types import PendingPage
 
@@ -263,7 +263,7 @@ def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | Non
         "stream": req.stream,
         "group": req.group,
         # The group page's own row view: a swapped row and a reloaded page never differ.
-        "rows": _pending_view((found.row,), failures),
+        "rows": pending_rows_view((found.row,), failures),
         "page": page,
         "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
         "snapshot_id": "",

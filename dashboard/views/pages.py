@@ -226,7 +226,9 @@ def stream_context(
     }
 
 
-def _pending_view(rows: tuple[PendingRow, ...], failures: dict[str, str]) -> list[PendingRowView]:
+def pending_rows_view(
+    rows: tuple[PendingRow, ...], failures: dict[str, str]
+) -> list[PendingRowView]:
     return [
         PendingRowView(
             id=r.id,
@@ -275,7 +277,7 @@ def group_context(
         "group": group,
         "detail": detail,
         "snapshot_id": detail.stream.last_generated_id,
-        "rows": _pending_view(page.rows, failures),
+        "rows": pending_rows_view(page.rows, failures),
         "page": page,
         "filters": filters,
         "next_query": filters.query(page.next_start) if page.next_start else "",

@@ -16,6 +16,7 @@ connection errors and timeouts propagate (the dashboard shows a banner).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -206,6 +207,86 @@ def stream_discover(
     return tuple(sorted(found)), False, companions
 
 
+#: A stream's overview facts before the oldest-pending round: its name, (length, DLQ
+#: length, failure-log length) and groups.
+_SummaryRow = tuple[str, tuple[int, int, int], list[GroupInfo]]
+
+
+def _summary_rows(client: redis.Redis, streams: Sequence[str]) -> list[_SummaryRow]:
+    """Round 1: XLEN, XINFO GROUPS and the companions' XLEN of every stream, pipelined.
+    Streams deleted since discovery (or of another type) are left out."""
+    pipe = client.pipeline(transaction=False)
+    for name in streams:
+        pipe.xlen(name)
+        pipe.xinfo_groups(name)
+        companions = _companions(name)
+        # A cross-slot name has no companions: XLEN of a name that is never a key is 0.
+        pipe.xlen(companions[0] if companions else _NO_KEY)
+        pipe.xlen(companions[1] if companions else _NO_KEY)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    rows: list[_SummaryRow] = []
+    for i, name in enumerate(streams):
+        length, groups_raw, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
+        # XINFO GROUPS fails on a missing key (XLEN would say 0) and on another type.
+        if _missing(length) or _missing(groups_raw):
+            continue
+        groups = [_group_info(g) for g in groups_raw]
+        rows.append((name, (int(length), _count(dlq_len), _count(failures_len)), groups))
+    return rows
+
+
+def _oldest_pending(
+    client: redis.Redis, rows: list[_SummaryRow]
+) -> dict[tuple[int, str], str | None]:
+    """Round 2: the XPENDING summary of each group with pending entries, pipelined; its
+    smallest id by (row index, group). No round trip when nothing is pending."""
+    wanted = [(i, g.name) for i, (_, _, groups) in enumerate(rows) for g in groups if g.pending]
+    oldest: dict[tuple[int, str], str | None] = {}
+    if not wanted:
+        return oldest
+    pipe = client.pipeline(transaction=False)
+    for row, group in wanted:
+        pipe.xpending(rows[row][0], group)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    for key, reply in zip(wanted, replies, strict=True):
+        if isinstance(reply, dict) and reply.get("min") is not None:
+            oldest[key] = _text(reply["min"])
+    return oldest
+
+
+def _summary(
+    row: _SummaryRow, index: int, oldest: Mapping[tuple[int, str], str | None]
+) -> StreamSummary:
+    """Row ``index`` of the overview from its facts and its groups' oldest pending ids."""
+    name, (length, dlq_length, failures_length), groups = row
+    stats = tuple(
+        GroupStats(
+            name=g.name,
+            consumers=g.consumers,
+            pending=g.pending,
+            lag=g.lag,
+            oldest_pending_id=oldest.get((index, g.name)),
+        )
+        for g in groups
+    )
+    oldest_ids = [s.oldest_pending_id for s in stats if s.oldest_pending_id]
+    lags = [g.lag for g in groups if g.lag is not None]
+    return StreamSummary(
+        name=name,
+        length=length,
+        groups=len(groups),
+        consumers=sum(g.consumers for g in groups),
+        pending=sum(g.pending for g in groups),
+        max_lag=max(lags) if lags else None,
+        oldest_pending_id=min(oldest_ids, key=entry_id_key) if oldest_ids else None,
+        dlq_length=dlq_length,
+        failures_length=failures_length,
+        group_stats=stats,
+    )
+
+
 def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[StreamSummary, ...]:
     """The overview row of each stream, in two pipelined round trips for any number.
 
@@ -217,69 +298,9 @@ def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[St
     """
     if not streams:
         return ()
-    pipe = client.pipeline(transaction=False)
-    for name in streams:
-        pipe.xlen(name)
-        pipe.xinfo_groups(name)
-        companions = _companions(name)
-        # A cross-slot name has no companions: XLEN of a name that is never a key is 0.
-        pipe.xlen(companions[0] if companions else _NO_KEY)
-        pipe.xlen(companions[1] if companions else _NO_KEY)
-    replies = pipe.execute(raise_on_error=False)
-    _raise_transport(replies)
-
-    rows: list[tuple[str, tuple[int, int, int], list[GroupInfo]]] = []
-    wanted: list[tuple[int, str]] = []
-    for i, name in enumerate(streams):
-        length, groups_raw, dlq_len, failures_len = replies[4 * i : 4 * i + 4]
-        # XINFO GROUPS fails on a missing key (XLEN would say 0) and on another type.
-        if _missing(length) or _missing(groups_raw):
-            continue
-        groups = [_group_info(g) for g in groups_raw]
-        lengths = (int(length), _count(dlq_len), _count(failures_len))
-        rows.append((name, lengths, groups))
-        wanted.extend((len(rows) - 1, g.name) for g in groups if g.pending > 0)
-
-    oldest: dict[tuple[int, str], str | None] = {}
-    if wanted:
-        pipe = client.pipeline(transaction=False)
-        for row, group in wanted:
-            pipe.xpending(rows[row][0], group)
-        pending_replies = pipe.execute(raise_on_error=False)
-        _raise_transport(pending_replies)
-        for key, reply in zip(wanted, pending_replies, strict=True):
-            if isinstance(reply, dict) and reply.get("min") is not None:
-                oldest[key] = _text(reply["min"])
-
-    out: list[StreamSummary] = []
-    for index, (name, (length, dlq_length, failures_length), groups) in enumerate(rows):
-        stats = tuple(
-            GroupStats(
-                name=g.name,
-                consumers=g.consumers,
-                pending=g.pending,
-                lag=g.lag,
-                oldest_pending_id=oldest.get((index, g.name)),
-            )
-            for g in groups
-        )
-        oldest_ids = [s.oldest_pending_id for s in stats if s.oldest_pending_id]
-        lags = [g.lag for g in groups if g.lag is not None]
-        out.append(
-            StreamSummary(
-                name=name,
-                length=length,
-                groups=len(groups),
-                consumers=sum(g.consumers for g in groups),
-                pending=sum(g.pending for g in groups),
-                max_lag=max(lags) if lags else None,
-                oldest_pending_id=min(oldest_ids, key=entry_id_key) if oldest_ids else None,
-                dlq_length=dlq_length,
-                failures_length=failures_length,
-                group_stats=stats,
-            )
-        )
-    return tuple(out)
+    rows = _summary_rows(client, streams)
+    oldest = _oldest_pending(client, rows)
+    return tuple(_summary(row, index, oldest) for index, row in enumerate(rows))
 
 
 def stream_overview(*, client: redis.Redis, patterns: Iterable[str], cap: int) -> StreamOverview:
@@ -390,6 +411,83 @@ def entries_fetch(
     return found
 
 
+@dataclass(slots=True)
+class _PendingScan:
+    """What one pending-page request read: the rows it keeps and how far it looked."""
+
+    rows: list[PendingRow] = field(default_factory=list)
+    scanned: int = 0
+    last_seen: str | None = None
+    more: bool = False
+    budget_hit: bool = False
+
+
+def _pending_plain(
+    client: redis.Redis, stream: str, group: str, cursor: str, count: int, consumer: str | None
+) -> _PendingScan:
+    """No idle filter: one XPENDING of ``count + 1`` rows (the extra one says "more")."""
+    raw = client.xpending_range(
+        stream, group, min=cursor, max="+", count=count + 1, consumername=consumer
+    )
+    rows = [_pending_row(r) for r in raw[:count]]
+    return _PendingScan(
+        rows=rows,
+        scanned=len(raw),
+        last_seen=rows[-1].id if rows else None,
+        more=len(raw) > count,
+    )
+
+
+def _pending_idle_scan(
+    client: redis.Redis,
+    stream: str,
+    group: str,
+    cursor: str,
+    count: int,
+    consumer: str | None,
+    min_idle_ms: int,
+    budget: int,
+    window: int,
+) -> _PendingScan:
+    """An idle filter: windows of ``window`` rows filtered here, at most ``budget`` rows
+    read; never ``XPENDING … IDLE``, which can scan the whole list in one command."""
+    scan = _PendingScan()
+    while True:
+        take = min(window, budget - scan.scanned)
+        raw = client.xpending_range(
+            stream, group, min=cursor, max="+", count=take, consumername=consumer
+        )
+        for item in raw:
+            scan.scanned += 1
+            if int(item["time_since_delivered"]) >= min_idle_ms:
+                if len(scan.rows) == count:
+                    scan.more = True
+                    return scan
+                scan.rows.append(_pending_row(item))
+            scan.last_seen = _text(item["message_id"])
+        if len(raw) < take:
+            return scan  # the end of the PEL
+        cursor = _id_after(_text(raw[-1]["message_id"]))
+        if scan.scanned >= budget:
+            scan.budget_hit = scan.more = True
+            return scan
+
+
+def _with_entries(client: redis.Redis, stream: str, rows: list[PendingRow]) -> list[PendingRow]:
+    """The rows with their payloads: one pipelined round trip (``entries_fetch``)."""
+    entries = entries_fetch(client=client, stream=stream, ids=[r.id for r in rows])
+    return [
+        PendingRow(
+            id=r.id,
+            consumer=r.consumer,
+            idle_ms=r.idle_ms,
+            deliveries=r.deliveries,
+            entry=entries.get(r.id),
+        )
+        for r in rows
+    ]
+
+
 def pending_page(
     *,
     client: redis.Redis,
@@ -413,66 +511,25 @@ def pending_page(
     None when the stream or group does not exist.
     """
     cursor = _id_after(start) if start else "-"
-    scanned = 0
-    rows: list[PendingRow] = []
-    last_seen: str | None = None
-    budget_hit = False
-    more = False
     try:
         if min_idle_ms <= 0:
-            raw = client.xpending_range(
-                stream, group, min=cursor, max="+", count=count + 1, consumername=consumer
-            )
-            scanned = len(raw)
-            more = len(raw) > count
-            rows = [_pending_row(r) for r in raw[:count]]
-            last_seen = rows[-1].id if rows else None
+            scan = _pending_plain(client, stream, group, cursor, count, consumer)
         else:
-            while True:
-                take = min(window, budget - scanned)
-                raw = client.xpending_range(
-                    stream, group, min=cursor, max="+", count=take, consumername=consumer
-                )
-                for item in raw:
-                    scanned += 1
-                    if int(item["time_since_delivered"]) >= min_idle_ms:
-                        if len(rows) == count:
-                            more = True
-                            break
-                        rows.append(_pending_row(item))
-                    last_seen = _text(item["message_id"])
-                if more:
-                    break
-                if len(raw) < take:
-                    break  # the end of the PEL
-                cursor = _id_after(_text(raw[-1]["message_id"]))
-                if scanned >= budget:
-                    budget_hit = True
-                    more = True
-                    break
+            scan = _pending_idle_scan(
+                client, stream, group, cursor, count, consumer, min_idle_ms, budget, window
+            )
     except redis.ResponseError as exc:
         if not_a_group(exc):
             return None
         raise
-    if with_entries and rows:
-        entries = entries_fetch(client=client, stream=stream, ids=[r.id for r in rows])
-        rows = [
-            PendingRow(
-                id=r.id,
-                consumer=r.consumer,
-                idle_ms=r.idle_ms,
-                deliveries=r.deliveries,
-                entry=entries.get(r.id),
-            )
-            for r in rows
-        ]
+    rows = _with_entries(client, stream, scan.rows) if with_entries and scan.rows else scan.rows
     return PendingPage(
         rows=tuple(rows),
         start=start,
-        next_start=last_seen if more else None,
-        scanned=scanned,
-        scanned_to=last_seen,
-        budget_hit=budget_hit,
+        next_start=scan.last_seen if scan.more else None,
+        scanned=scan.scanned,
+        scanned_to=scan.last_seen,
+        budget_hit=scan.budget_hit,
     )
 
 

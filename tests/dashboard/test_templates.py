@@ -1,14 +1,16 @@
-"""One home per piece of markup: every confirm dialog is _confirm_dialog.html and every
-pager link is _pager.html, so a fix to either (a CSP-safe attribute, an htmx option)
-reaches every page. The pages' behaviour with them is in test_actions.py, test_pages.py
-and the browser tests."""
+"""One home per piece of markup: every confirm dialog is ``{% confirmdialog %}``
+(dashboard/templatetags/ackboard_actions.py) and every pager link is _pager.html, so a
+fix to either (a CSP-safe attribute, an htmx option) reaches every page. The pages'
+behaviour with them is in test_actions.py, test_pages.py and the browser tests."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
 from django.conf import settings
+from django.template import Context, Template, TemplateSyntaxError
 from django.template.loader import render_to_string
 
 TEMPLATES = Path(settings.BASE_DIR) / "templates"
@@ -19,9 +21,11 @@ def _sources() -> dict[str, str]:
 
 
 class OneHomeTests:
-    def test_dialogs_are_the_confirm_dialog_partial(self) -> None:
+    def test_dialogs_are_the_confirm_dialog_tag(self) -> None:
         having = {name for name, text in _sources().items() if "<dialog" in text}
-        assert having == {"dashboard/_confirm_dialog.html"}
+        assert having == set()  # no template writes one: they all use the tag
+        users = {name for name, text in _sources().items() if "{% confirmdialog" in text}
+        assert users == {"dashboard/_entry_actions.html", "dashboard/_dlq_actions.html"}
 
     def test_pager_links_are_the_pager_partial(self) -> None:
         link = re.compile(r"<a\s[^>]*hx-push-url")  # the filter forms push URLs too
@@ -60,24 +64,22 @@ class PagerTests:
 
 class ConfirmDialogTests:
     def test_opener_dialog_form_and_buttons(self) -> None:
-        html = render_to_string(
-            "dashboard/_confirm_dialog.html",
-            {
-                "label": "Purge",
-                "opener_class": "btn danger",
-                "submit_class": "btn danger",
-                "title": "Purge <it>",
-                "url": "/p/",
-                "body": "dashboard/_pager.html",  # any partial: it goes inside the form
-                "target": "t",
-                "href": "/x/",
-            },
-        ).strip()
+        html = Template(
+            "{% load ackboard_actions %}"
+            '{% confirmdialog label="Purge" opener="btn danger" submit="btn danger" '
+            "title=title url=url %}<input name=b value={{ body }}>{% endconfirmdialog %}"
+        ).render(Context({"title": "Purge <it>", "url": "/p/", "body": "<x>"}))
         assert html.startswith('<button type="button" class="btn danger" data-open-dialog>Purge')
         assert '<dialog class="confirm" aria-label="Purge &lt;it&gt;">' in html
         assert '<form method="post" action="/p/" hx-post="/p/" hx-swap="none">' in html
         inside = html.split("<form", 1)[1].split("</form>", 1)[0]
-        assert 'hx-get="/x/"' in inside  # the body is rendered inside the form
+        assert "<input name=b value=&lt;x&gt;>" in inside  # the body, escaped, in the form
         assert '<button type="submit" class="btn danger">Purge</button>' in inside
         assert '<button type="button" class="btn" data-close-dialog>Cancel</button>' in inside
         assert "onclick" not in html and "hx-on" not in html
+
+    def test_a_missing_argument_is_a_template_error(self) -> None:
+        with pytest.raises(TemplateSyntaxError, match="takes exactly"):
+            Template(
+                '{% load ackboard_actions %}{% confirmdialog label="x" %}{% endconfirmdialog %}'
+            )

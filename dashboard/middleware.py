@@ -16,6 +16,7 @@ import redis
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django_htmx.http import reswap, retarget
 
 from queue_core.errors import invalid_id
 
@@ -59,6 +60,5 @@ class RedisErrorMiddleware:
         if getattr(request, "htmx", False):
             # Whatever the request meant to swap, the banner goes into #messages; base.html
             # tells htmx 2 to swap 503 answers (it swaps no error response by default).
-            response["HX-Retarget"] = "#messages"
-            response["HX-Reswap"] = "innerHTML"
+            response = reswap(retarget(response, "#messages"), "innerHTML")
         return response

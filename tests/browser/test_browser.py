@@ -263,3 +263,39 @@ class LiveTests:
         # reconnect brings the change made while the server was down.
         expect(indicator).to_have_attribute("data-state", "live", timeout=20_000)
         expect(length_cell).to_have_text(str(before + 1))
+
+    def test_a_push_during_a_filter_request_does_not_lose_the_filtered_table(
+        self, page: Any, web_server: LiveServer, browser_redis: redis.Redis, names: str
+    ) -> None:
+        stream = f"{names}race-{uuid.uuid4().hex[:6]}"
+        make_pending(browser_redis, stream, "g", "w1", 2)
+        [mine] = make_pending(browser_redis, stream, "g", "w2", 1)
+        page.goto(_path(web_server, "streams", stream, "groups", "g"))
+        _live(page)
+        # Count pushes applied while the filter's request is in flight.
+        page.evaluate(
+            """() => {
+              window.__pushesDuring = 0;
+              let inFlight = false;
+              document.addEventListener("htmx:beforeRequest", () => { inFlight = true; });
+              document.addEventListener("htmx:afterRequest", () => { inFlight = false; });
+              document.addEventListener("ackboard:live-applied", () => {
+                if (inFlight) window.__pushesDuring += 1;
+              });
+            }"""
+        )
+
+        def held_back(route: Any) -> None:
+            # While the filtered table is on its way, the group changes and is pushed.
+            make_pending(browser_redis, stream, "g", "w1", 1)
+            page.wait_for_timeout(2_500)  # more than the 1 s tick: the push arrives
+            route.continue_()
+
+        page.route(re.compile(r".*/groups/g/\?consumer=w2.*"), held_back)
+        page.locator("form.filters select[name=consumer]").select_option("w2")
+        expect(page.locator(f"#pending-{mine}")).to_be_visible()
+        expect(page.locator("#pending-table tbody tr")).to_have_count(1)
+        expect(page.locator("#pending-table")).to_have_attribute("data-live", "off")
+        assert page.evaluate("window.__pushesDuring") >= 1, "the race was not exercised"
+        keys = stream_keys(stream)
+        browser_redis.delete(keys.stream, keys.dlq, keys.failures)

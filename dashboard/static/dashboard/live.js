@@ -7,7 +7,10 @@
 //   table does not change under the operator's pointer;
 // - while the tab is hidden;
 // - for a region the page marks data-live="off" (a filtered or deeper page of a table:
-//   the server only pushes the default first page, which must not overwrite it).
+//   the server only pushes the default first page, which must not overwrite it);
+// - for a region an htmx request of the page is about to replace (a filter, a pager):
+//   a push swapped in meanwhile would detach the request's target, and its newer answer
+//   (the filtered table) would land in a detached element and never show.
 // Held updates are kept per region id (only the newest matters) and applied once on
 // resume. #live-indicator shows the state.
 //
@@ -19,6 +22,14 @@
 (() => {
   "use strict";
   const held = new Map();
+  // Targets of htmx requests in flight (see the header).
+  const busy = new Set();
+  const awaited = (region) => {
+    for (const target of busy) {
+      if (target === region || region.contains(target) || target.contains(region)) return true;
+    }
+    return false;
+  };
   const state = { socket: "none", closeCode: 0, selecting: false, hidden: document.hidden };
   // Why the server closed the socket for good (see dashboard/live/session.py, consumers.py).
   const refused = {
@@ -60,6 +71,10 @@
   function swapIn(id, html) {
     const current = document.getElementById(id);
     if (!current || current.dataset.live === "off") return;
+    if (awaited(current)) {
+      held.set(id, html); // dropped if the request's answer replaces the region
+      return;
+    }
     htmx.swap(current, html, { swapStyle: "outerHTML", swapDelay: 0, settleDelay: 0 });
   }
 
@@ -92,6 +107,15 @@
       else swapIn(element.id, element.outerHTML);
     }
     document.dispatchEvent(new CustomEvent("ackboard:live-applied"));
+  });
+
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    if (event.detail.target) busy.add(event.detail.target);
+  });
+  // After the answer was swapped (or the request failed): what is still held applies.
+  document.addEventListener("htmx:afterRequest", (event) => {
+    busy.delete(event.detail.target);
+    resume();
   });
 
   // A region replaced by an ordinary htmx request (an action's response) is newer than

@@ -117,8 +117,19 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
 
     async def surface_update(self, event: dict[str, Any]) -> None:
         """Rendered partials for this surface: root elements whose ids the page swaps."""
-        if not self.ended:
-            await self.send(text_data=event["html"])
+        await self._push(event["html"])
+
+    async def _push(self, html: str) -> None:
+        """Send a push unless the socket ended. A tab that navigates away closes its socket
+        before the server hears the disconnect; daphne then refuses the send with a
+        RuntimeError ("Attempt to send on a closed protocol"). That is the end of this
+        socket, not an error of the application: nothing is logged, nothing more is sent."""
+        if self.ended:
+            return
+        try:
+            await self.send(text_data=html)
+        except RuntimeError:
+            self.ended = True
 
     # --- the surface's rendering --------------------------------------------------------
 
@@ -132,7 +143,7 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
         # render from the broadcaster instead.
         snapshot = broadcaster.attach(surface, perms)
         if snapshot:
-            await self.send(text_data=snapshot)
+            await self._push(snapshot)
 
     async def _detach(self) -> None:
         attached, self.attached = self.attached, None

@@ -69,3 +69,23 @@ class SocketAuthTests:
         ws = live_socket(path, await headers_for("view_queues"))
         assert await close_code(ws) == 4404
         assert broadcaster.open_surfaces() == set()
+
+
+class ClosedSocketTests:
+    """A push racing the browser's close is dropped quietly, as daphne's refusal means."""
+
+    async def test_a_send_refused_by_the_server_ends_the_socket_quietly(self) -> None:
+        from dashboard.live.consumers import SurfaceConsumer
+
+        sent: list[str] = []
+
+        async def closed_protocol(message: dict[str, str]) -> None:
+            sent.append(message["text"])
+            raise RuntimeError("Attempt to send on a closed protocol")  # what daphne raises
+
+        consumer = SurfaceConsumer(kind="overview")
+        consumer.base_send = closed_protocol
+        await consumer.surface_update({"html": "<div id=a></div>"})  # raises nothing
+        assert consumer.ended
+        await consumer.surface_update({"html": "<div id=b></div>"})
+        assert sent == ["<div id=a></div>"]  # nothing is sent after the end

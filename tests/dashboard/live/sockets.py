@@ -14,8 +14,18 @@ CookieFor = Callable[..., Awaitable[list[tuple[bytes, bytes]]]]
 SITE_HEADERS = [(b"host", b"testserver"), (b"origin", b"http://testserver")]
 
 
+class LiveSocket(WebsocketCommunicator):
+    """A test socket whose handshake may take up to 10 s, not channels' default 1 s: the
+    handshake reads the session and permissions in a database thread, which on a loaded
+    2-core CI machine can take over a second. A refusal still answers at once."""
+
+    async def connect(self, timeout: float = 10) -> tuple[bool, int | str | None]:
+        result: tuple[bool, int | str | None] = await super().connect(timeout)
+        return result
+
+
 def live_socket(path: str, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, path, headers=headers)
+    return LiveSocket(application, path, headers=headers)
 
 
 async def receive_until(
@@ -40,7 +50,7 @@ async def close_code(ws: WebsocketCommunicator) -> int | None:
     connected, _ = await ws.connect()
     if not connected:
         return None
-    message = await ws.receive_output(timeout=1)
+    message = await ws.receive_output(timeout=10)
     assert message["type"] == "websocket.close", "nothing is sent before the close"
     code: int = message["code"]
     return code

@@ -20,10 +20,10 @@ import redis
 from tests.browser.server import (
     HOW_TO_GET_CHROMIUM,
     LiveServer,
-    ServerFailed,
     chromium_launch,
     login,
     seed,
+    serving,
 )
 
 
@@ -61,15 +61,8 @@ def web_server(redis_url: str, names: str, seeded: dict[str, str]) -> Iterator[L
     server = LiveServer(
         redis_url=redis_url, streams=(names + "*") if names else "*", ingest_poll=0.1
     )
-    try:
-        server.start()
-    except ServerFailed as exc:
-        server.cleanup()
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture(scope="session")

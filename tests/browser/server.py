@@ -8,6 +8,7 @@ browsers here, and a missing one is an error with instructions, never a skip.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,16 @@ HOW_TO_GET_CHROMIUM = (
 
 class ServerFailed(RuntimeError):
     pass
+
+
+@contextlib.contextmanager
+def serving(server: LiveServer) -> Iterator[LiveServer]:
+    """Start ``server`` and always clean it up, also when the start fails (ServerFailed,
+    whose message carries the server's log)."""
+    try:
+        yield server.start()
+    finally:
+        server.cleanup()
 
 
 @dataclass

@@ -20,9 +20,9 @@ from playwright.sync_api import expect
 
 from tests.browser.server import (
     LiveServer,
-    ServerFailed,
     log_problems,
     login,
+    serving,
     socket_connects,
 )
 from tests.redis_server import RedisServer
@@ -112,15 +112,8 @@ def own_redis() -> Iterator[RedisServer]:
 @pytest.fixture
 def own_server(own_redis: RedisServer) -> Iterator[LiveServer]:
     server = LiveServer(redis_url=own_redis.url, tick=0.5)
-    try:
-        server.start()
-    except ServerFailed as exc:
-        server.cleanup()
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.cleanup()
 
 
 class RedisRestartTests:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisServer, RedisUnavailable
 
 
@@ -79,3 +80,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             "test_browser.py" not in item.nodeid,
         )
     )
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A private 3-primary, 3-replica Redis Cluster on loopback for the session.
+
+    Shared by every cluster test: use unique key prefixes, and never kill its nodes (a
+    fault test starts its own ``RedisCluster``). Fails the run, never skips, if it
+    cannot start."""
+    cluster = RedisCluster()
+    try:
+        cluster.start()
+    except RedisUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.cleanup()
+
+
+@pytest.fixture(scope="session")
+def cluster_url(redis_cluster: RedisCluster) -> str:
+    """The URL of one node of the session cluster: what a user would put in REDIS_URL."""
+    return redis_cluster.url

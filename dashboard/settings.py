@@ -181,6 +181,12 @@ ACKBOARD_BULK_CAP = int(os.environ.get("ACKBOARD_BULK_CAP", "1000"))
 #: Idle time given to an entry by Retry, so a worker's reclaim sweep takes it. Keep it at
 #: or above the workers' --min-idle-ms.
 ACKBOARD_RETRY_IDLE_MS = int(os.environ.get("ACKBOARD_RETRY_IDLE_MS", "30000"))
+#: A group is "stuck" when consumers not seen for this many ms hold pending entries, and
+#: has "no live consumer" when work waits and no consumer was seen within it (health from
+#: XINFO CONSUMERS, whoever wrote the workers). Keep it above twice the workers'
+#: --min-idle-ms and above the slowest handler (on Redis < 7.2 a consumer counts as seen
+#: only when it last received entries).
+ACKBOARD_STUCK_AFTER_MS = int(os.environ.get("ACKBOARD_STUCK_AFTER_MS", "60000"))
 #: Consumer name used by Claim when the operator does not pick one.
 ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackboard-operator")
 #: Days of failure history kept in SQL by ``prune_failures``.

@@ -236,41 +236,92 @@ def _summary_rows(client: redis.Redis, streams: Sequence[str]) -> list[_SummaryR
     return rows
 
 
-def _oldest_pending(
+@dataclass(frozen=True, slots=True)
+class _GroupReads:
+    """Round 2's answers for one group: oldest pending id, consumers, first waiting id."""
+
+    oldest_pending_id: str | None = None
+    consumers: tuple[ConsumerInfo, ...] = ()
+    waiting_id: str | None = None
+
+
+def _may_wait(group: GroupInfo, length: int) -> bool:
+    """Whether entries may wait undelivered while nothing is pending: its first waiting id
+    is worth one ``XRANGE … COUNT 1`` (the lag is unknown on Redis 6.2 and after XDEL)."""
+    return not group.pending and length > 0 and group.lag != 0
+
+
+def _consumer_info(raw: Mapping[str, Any]) -> ConsumerInfo:
+    return ConsumerInfo(
+        name=_text(raw.get("name")),
+        pending=int(raw.get("pending", 0)),
+        idle_ms=int(raw.get("idle", 0)),
+        inactive_ms=_int(raw.get("inactive")),
+    )
+
+
+def _first_id(reply: Any) -> str | None:
+    """The id of an ``XRANGE … COUNT 1`` reply's entry (None when empty or an error)."""
+    return _text(reply[0][0]) if isinstance(reply, list) and reply else None
+
+
+def _group_reads(
     client: redis.Redis, rows: list[_SummaryRow]
-) -> dict[tuple[int, str], str | None]:
-    """Round 2: the XPENDING summary of each group with pending entries, pipelined; its
-    smallest id by (row index, group). No round trip when nothing is pending."""
-    wanted = [(i, g.name) for i, (_, _, groups) in enumerate(rows) for g in groups if g.pending]
-    oldest: dict[tuple[int, str], str | None] = {}
-    if not wanted:
-        return oldest
+) -> dict[tuple[int, str], _GroupReads]:
+    """Round 2, pipelined, by (row index, group): the XPENDING summary of each group with
+    pending entries (its smallest id), XINFO CONSUMERS of each group with consumers
+    (O(consumers)), and for a group with nothing pending whose lag is not known to be 0,
+    ``XRANGE key (last-delivered + COUNT 1`` (O(log n), one entry) for how long work has
+    waited. No round trip when no group needs any of them."""
+    calls: list[tuple[tuple[int, str], str]] = []
     pipe = client.pipeline(transaction=False)
-    for row, group in wanted:
-        pipe.xpending(rows[row][0], group)
+    for i, (name, (length, _, _), groups) in enumerate(rows):
+        for g in groups:
+            if g.pending:
+                pipe.xpending(name, g.name)
+                calls.append(((i, g.name), "oldest"))
+            if g.consumers:
+                pipe.xinfo_consumers(name, g.name)
+                calls.append(((i, g.name), "consumers"))
+            if _may_wait(g, length):
+                pipe.xrange(name, min=_id_after(g.last_delivered_id), max="+", count=1)
+                calls.append(((i, g.name), "waiting"))
+    found: dict[tuple[int, str], dict[str, Any]] = {}
+    if not calls:
+        return {}
     replies = pipe.execute(raise_on_error=False)
     _raise_transport(replies)
-    for key, reply in zip(wanted, replies, strict=True):
-        if isinstance(reply, dict) and reply.get("min") is not None:
-            oldest[key] = _text(reply["min"])
-    return oldest
+    for (key, what), reply in zip(calls, replies, strict=True):
+        got = found.setdefault(key, {})
+        if what == "oldest" and isinstance(reply, dict) and reply.get("min") is not None:
+            got["oldest_pending_id"] = _text(reply["min"])
+        elif what == "consumers" and isinstance(reply, list):
+            got["consumers"] = tuple(_consumer_info(c) for c in reply)
+        elif what == "waiting":
+            got["waiting_id"] = _first_id(reply)
+    return {key: _GroupReads(**values) for key, values in found.items()}
 
 
 def _summary(
-    row: _SummaryRow, index: int, oldest: Mapping[tuple[int, str], str | None]
+    row: _SummaryRow, index: int, reads: Mapping[tuple[int, str], _GroupReads]
 ) -> StreamSummary:
-    """Row ``index`` of the overview from its facts and its groups' oldest pending ids."""
+    """Row ``index`` of the overview from its facts and its groups' round-2 reads."""
     name, (length, dlq_length, failures_length), groups = row
-    stats = tuple(
-        GroupStats(
-            name=g.name,
-            consumers=g.consumers,
-            pending=g.pending,
-            lag=g.lag,
-            oldest_pending_id=oldest.get((index, g.name)),
+    none = _GroupReads()
+    stats = []
+    for g in groups:
+        got = reads.get((index, g.name), none)
+        stats.append(
+            GroupStats(
+                name=g.name,
+                consumers=g.consumers,
+                pending=g.pending,
+                lag=g.lag,
+                oldest_pending_id=got.oldest_pending_id,
+                consumer_list=got.consumers,
+                waiting_id=got.waiting_id,
+            )
         )
-        for g in groups
-    )
     oldest_ids = [s.oldest_pending_id for s in stats if s.oldest_pending_id]
     lags = [g.lag for g in groups if g.lag is not None]
     return StreamSummary(
@@ -283,7 +334,7 @@ def _summary(
         oldest_pending_id=min(oldest_ids, key=entry_id_key) if oldest_ids else None,
         dlq_length=dlq_length,
         failures_length=failures_length,
-        group_stats=stats,
+        group_stats=tuple(stats),
     )
 
 
@@ -291,16 +342,20 @@ def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[St
     """The overview row of each stream, in two pipelined round trips for any number.
 
     Round 1, per stream: XLEN, XINFO GROUPS, XLEN of the DLQ and of the failure log
-    (O(1) / O(groups)). Round 2: the XPENDING summary (O(consumers)) of each group with
-    pending entries, for the oldest pending id. Streams deleted since discovery are left
-    out. XLEN rather than XINFO STREAM: the overview needs only the length, and XINFO
-    STREAM also sends the first and last entries, whose payloads may be large.
+    (O(1) / O(groups)). Round 2, per group: the XPENDING summary (O(consumers)) when
+    entries are pending, for the oldest pending id; XINFO CONSUMERS (O(consumers)) when
+    it has consumers; and when nothing is pending but entries may wait undelivered, the
+    first waiting entry (``XRANGE … COUNT 1``, O(log n), one payload), the inputs of
+    ``queue_core.health``. So the whole overview is O(streams + groups + consumers),
+    never O(pending). Streams deleted since discovery are left out. XLEN rather than
+    XINFO STREAM: the overview needs only the length, and XINFO STREAM also sends the
+    first and last entries, whose payloads may be large.
     """
     if not streams:
         return ()
     rows = _summary_rows(client, streams)
-    oldest = _oldest_pending(client, rows)
-    return tuple(_summary(row, index, oldest) for index, row in enumerate(rows))
+    reads = _group_reads(client, rows)
+    return tuple(_summary(row, index, reads) for index, row in enumerate(rows))
 
 
 def stream_overview(*, client: redis.Redis, patterns: Iterable[str], cap: int) -> StreamOverview:
@@ -353,7 +408,9 @@ def stream_detail(
 def group_detail(*, client: redis.Redis, stream: str, group: str) -> GroupDetail | None:
     """The group page's header: one round trip of XINFO STREAM, XINFO GROUPS, XINFO
     CONSUMERS (O(consumers)), the XPENDING summary and two XLENs. None when the stream
-    or the group does not exist."""
+    or the group does not exist. A second round trip only when nothing is pending but the
+    stream holds entries after the group's last-delivered id: ``XRANGE … COUNT 1``
+    (O(log n)) for the first one, whose id says how long work has waited (health)."""
     companions = _companions(stream)
     pipe = client.pipeline(transaction=False)
     pipe.xinfo_stream(stream)
@@ -370,22 +427,26 @@ def group_detail(*, client: redis.Redis, stream: str, group: str) -> GroupDetail
     found = [g for g in groups_raw if _text(g.get("name")) == group]
     if not found:
         return None
-    consumers = tuple(
-        ConsumerInfo(
-            name=_text(c.get("name")),
-            pending=int(c.get("pending", 0)),
-            idle_ms=int(c.get("idle", 0)),
-            inactive_ms=_int(c.get("inactive")),
+    stream_info = _stream_info(stream, info, dlq_len, failures_len)
+    group_info = _group_info(found[0])
+    waiting_id = None
+    last = stream_info.last_entry_id
+    if (
+        _may_wait(group_info, stream_info.length)
+        and last is not None
+        and not _id_le(last, group_info.last_delivered_id)
+    ):
+        waiting_id = _first_id(
+            client.xrange(stream, min=_id_after(group_info.last_delivered_id), max="+", count=1)
         )
-        for c in consumers_raw
-    )
     return GroupDetail(
-        stream=_stream_info(stream, info, dlq_len, failures_len),
-        group=_group_info(found[0]),
-        consumers=consumers,
+        stream=stream_info,
+        group=group_info,
+        consumers=tuple(_consumer_info(c) for c in consumers_raw),
         pending=int(summary.get("pending", 0)),
         oldest_pending_id=_text(summary.get("min")) or None,
         newest_pending_id=_text(summary.get("max")) or None,
+        waiting_id=waiting_id,
     )
 
 

@@ -125,13 +125,20 @@ class StreamEntry:
 
 @dataclass(frozen=True, slots=True)
 class GroupStats:
-    """One group's O(1) figures (XINFO GROUPS plus the XPENDING summary's oldest id)."""
+    """One group's O(1) figures (XINFO GROUPS plus the XPENDING summary's oldest id).
+
+    For ``queue_core.health``: ``consumer_list`` is its XINFO CONSUMERS (O(consumers));
+    ``waiting_id`` is the first entry not yet delivered to it, read only when nothing is
+    pending and its lag is not known to be 0 (else None).
+    """
 
     name: str
     consumers: int
     pending: int
     lag: int | None
     oldest_pending_id: str | None
+    consumer_list: tuple[ConsumerInfo, ...] = ()
+    waiting_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +259,11 @@ class PendingPage:
 
 @dataclass(frozen=True, slots=True)
 class GroupDetail:
-    """Everything the group page shows but the pending rows: one pipelined round trip."""
+    """Everything the group page shows but the pending rows: one pipelined round trip.
+
+    ``waiting_id`` is the first entry not yet delivered to the group, read (one more round
+    trip) only when nothing is pending and entries may be waiting; else None.
+    """
 
     stream: StreamInfo
     group: GroupInfo
@@ -260,6 +271,7 @@ class GroupDetail:
     pending: int
     oldest_pending_id: str | None
     newest_pending_id: str | None
+    waiting_id: str | None = None
 
     @property
     def oldest_pending_ms(self) -> int | None:

@@ -70,6 +70,7 @@ def audit_record(
     detail: str = "",
     state_before: Mapping[str, Any] | None = None,
     new_ids: Iterable[str] = (),
+    channel: str = "button",
 ) -> AuditEvent:
     """Write one AuditEvent row and one JSON line on the ``ackboard.audit`` logger.
 
@@ -94,6 +95,7 @@ def audit_record(
         detail=detail,
         state_before=_no_nul(dict(state_before or {})),
         new_ids=_no_nul(list(new_ids)),
+        channel=AuditEvent.Channel(channel),
     )
     try:
         event.save()
@@ -113,6 +115,7 @@ def audit_record(
                     "detail": detail,
                     "state_before": event.state_before,
                     "new_ids": event.new_ids,
+                    "channel": str(event.channel),
                 },
                 default=str,
                 ensure_ascii=False,

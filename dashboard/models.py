@@ -18,6 +18,13 @@ class AuditEvent(models.Model):
         REFUSED = "refused", "refused"
         ERROR = "error", "error"
 
+    class Channel(models.TextChoices):
+        """Where the action came from: a dashboard button, ``manage.py ackboard``, the API."""
+
+        BUTTON = "button", "button"
+        CLI = "cli", "cli"
+        API = "api", "api"
+
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
@@ -32,6 +39,7 @@ class AuditEvent(models.Model):
     detail = models.TextField(blank=True)
     state_before = models.JSONField(default=dict)
     new_ids = models.JSONField(default=list)
+    channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.BUTTON)
 
     class Meta:
         ordering = ["-created_at", "-id"]

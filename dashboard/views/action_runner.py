@@ -4,9 +4,13 @@ Owns what the action views (``dashboard.views.actions``, ``dashboard.views.bulk`
 share: the parsed request and its checks (names, ids, the form's first problem), the
 runner that turns every refusal into an ``ActionResult`` and writes one AuditEvent row per
 attempt (successful, refused by a guard, the form or the permission, or errored), and
-the answers. htmx gets the message out of band and swaps the changed row, removes it
-or reloads the page, through django-htmx's response helpers; a plain POST gets
-post/redirect/get, or a page saying why nothing was changed.
+the answers. The runner takes the acting user, not the HTTP request, so
+``manage.py ackboard`` and the JSON API (``dashboard.views.api``) run an action through
+the same permission check, form, guard, service call and audit row as the buttons; the
+row records which of them it came from (``ActionRequest.channel``). htmx gets the
+message out of band and swaps the changed row, removes it or reloads the page, through
+django-htmx's response helpers; a plain POST gets post/redirect/get, or a page saying
+why nothing was changed.
 
 It never talks to Redis: the callers pass in the state read and the service call. A
 Redis error is audited as "error" and re-raised, for RedisErrorMiddleware's banner.
@@ -22,6 +26,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
@@ -44,6 +49,9 @@ from queue_core.validation import entry_id_check
 
 #: Where the buttons were: a pending-table row, the entry page, a DLQ row, the DLQ page.
 PLACES = ("row", "entry", "dlq-row", "dlq")
+
+#: Who acts: the request's user for a button, the named or token's user for the CLI and API.
+Operator = User | AnonymousUser
 
 
 class BadRequest(Exception):  # noqa: N818 - an answer, not a failure
@@ -81,6 +89,8 @@ class ActionRequest:
     next_url: str = ""
     #: The page a plain POST returns to without ``next``: "group" or "dlq".
     home: str = "group"
+    #: Where it came from, for the audit row: "button", "cli" or "api".
+    channel: str = "button"
 
 
 # --- checks and parsing ---------------------------------------------------------------
@@ -116,9 +126,11 @@ def check_id(entry_id: str, what: str = "entry id") -> str:
         raise BadRequest(str(exc)) from None
 
 
-def _next_url(request: HtmxHttpRequest, posted: str) -> str:
+def _next_url(request: HtmxHttpRequest | None, posted: str) -> str:
     """Where a plain POST returns: the posted ``next``, else the page htmx says it is on;
-    only on this host."""
+    only on this host. Nowhere without an HTTP request (the CLI)."""
+    if request is None:
+        return ""
     candidate = posted or request.htmx.current_url or ""
     if candidate and url_has_allowed_host_and_scheme(
         candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -128,7 +140,7 @@ def _next_url(request: HtmxHttpRequest, posted: str) -> str:
 
 
 def action_request(
-    request: HtmxHttpRequest,
+    request: HtmxHttpRequest | None,
     form: ActionForm,
     *,
     action: str,
@@ -137,8 +149,10 @@ def action_request(
     ids: list[str],
     default_place: str,
     home: str = "group",
+    channel: str = "button",
 ) -> ActionRequest:
-    """The request's audit fields, from the fields of ``form`` that never refuse."""
+    """The request's audit fields, from the fields of ``form`` that never refuse.
+    ``request`` is None for the CLI and the API, which answer no page."""
     form.is_valid()  # cleans every field; the refusals wait until the state is read
     data = form.cleaned_data
     place = data["place"]
@@ -151,6 +165,7 @@ def action_request(
         place=place if place in PLACES else default_place,
         next_url=_next_url(request, data["next"]),
         home=home,
+        channel=channel,
     )
 
 
@@ -166,7 +181,7 @@ def form_data(form: ActionForm) -> Mapping[str, Any]:
 
 
 def run(
-    request: HttpRequest,
+    user: Operator,
     req: ActionRequest,
     *,
     state_before: Callable[[], dict[str, Any]],
@@ -187,17 +202,15 @@ def run(
         outcome = ActionResult("refused", str(exc), status=400)
     except redis.RedisError as exc:
         # RedisErrorMiddleware answers with its banner (503); the row says it failed.
-        audit(request, req, ActionResult("error", f"{type(exc).__name__}: {exc}"), state)
+        audit(user, req, ActionResult("error", f"{type(exc).__name__}: {exc}"), state)
         raise
-    audit(request, req, outcome, state)
+    audit(user, req, outcome, state)
     return outcome
 
 
-def audit(
-    request: HttpRequest, req: ActionRequest, outcome: ActionResult, state: dict[str, Any]
-) -> None:
+def audit(user: Operator, req: ActionRequest, outcome: ActionResult, state: dict[str, Any]) -> None:
     audit_record(
-        user=request.user,
+        user=user,
         action=req.action,
         stream=req.stream,
         group=req.group,
@@ -207,13 +220,14 @@ def audit(
         detail=outcome.message,
         state_before={**state, **outcome.reported},
         new_ids=outcome.new_ids,
+        channel=req.channel,
     )
 
 
-def denied(request: HttpRequest, req: ActionRequest) -> ActionResult:
+def denied(user: Operator, req: ActionRequest) -> ActionResult:
     """A forged or stale POST from a user without the permission: audited, nothing changed."""
     outcome = ActionResult("refused", f"You do not have permission to {req.action}.", status=403)
-    audit(request, req, outcome, {})
+    audit(user, req, outcome, {})
     return outcome
 
 

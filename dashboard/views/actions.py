@@ -8,6 +8,9 @@ stream (Purge). A row names the action (its URL slug, its permission's key in
 answers: a new action is one row, one service and one button. The three views look the
 row up and read the state before; ``dashboard.views.action_runner`` does the rest
 (permission, form, call, audit, answer), for bulk (``dashboard.views.bulk``) too.
+``action_run`` is the same path without an HTML request: ``manage.py ackboard`` and the
+JSON API (``dashboard.views.api``) call it with the acting user and get the
+``ActionResult`` a button would have answered with, audited the same way.
 
 It never writes to Redis (the services in ``queue_core`` do, atomically) and reads it
 only through ``queue_core.selectors``: the state before is one round trip (the entry's
@@ -22,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -38,6 +40,7 @@ from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
     BadRequest,
+    Operator,
     action_request,
     check_group,
     check_id,
@@ -50,6 +53,7 @@ from dashboard.views.action_runner import (
 from dashboard.views.htmx import HtmxHttpRequest
 from dashboard.views.pages import PendingFilters, pending_rows_view
 from queue_core import selectors, services
+from queue_core.connection import Client
 from queue_core.types import PendingPage
 
 
@@ -60,7 +64,7 @@ class Call:
     req: ActionRequest
     data: Mapping[str, Any]
     operator: str
-    client: redis.Redis
+    client: Client
 
     @property
     def entry_id(self) -> str:
@@ -222,7 +226,7 @@ def _action(name: str, on: str) -> Action:
 
 
 def _attempt(
-    request: HtmxHttpRequest,
+    user: Operator,
     row: Action,
     form: ActionForm,
     req: ActionRequest,
@@ -230,15 +234,111 @@ def _attempt(
     state_before: Callable[[], dict[str, Any]],
 ) -> ActionResult:
     """One row's attempt: the permission, the state before, the form, the service."""
-    if not request.user.has_perm(row.permission):
-        return denied(request, req)
+    if not user.has_perm(row.permission):
+        return denied(user, req)
 
     def call() -> ActionResult:
         data = form_data(form)
-        operator = request.user.get_username()
+        operator = user.get_username()
         return row.run(Call(req=req, data=data, operator=operator, client=get_redis()))
 
-    return run(request, req, state_before=state_before, call=call)
+    return run(user, req, state_before=state_before, call=call)
+
+
+Prepared = tuple[ActionForm, ActionRequest, Callable[[], dict[str, Any]]]
+
+
+def _prepare(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    group: str,
+    target_id: str,
+    channel: str = "button",
+) -> Prepared:
+    """The row's form over ``data``, the audit fields and the state-before read.
+
+    ``target_id`` is the pending entry's id or the dead letter's; a dead letter's group
+    is its origin's (read with its state), and Purge has neither.
+    """
+    if row.on == "pending":
+        form = row.form(data)
+        req = action_request(
+            request,
+            form,
+            action=row.name,
+            stream=stream,
+            group=group,
+            ids=[target_id[:64]],
+            default_place="row",
+            channel=channel,
+        )
+        return form, req, lambda: _pending_state(stream, group, target_id)
+    if row.on == "dead-letter":
+        form = row.form(data)
+        req = action_request(
+            request,
+            form,
+            action=row.name,
+            stream=stream,
+            group="",
+            ids=[target_id[:64]],
+            default_place="dlq-row",
+            home="dlq",
+            channel=channel,
+        )
+        return form, req, lambda: _dead_letter_state(req, target_id)
+    purge = PurgeForm(data, stream=stream)
+    req = action_request(
+        request,
+        purge,
+        action=row.name,
+        stream=stream,
+        group="",
+        ids=[],
+        default_place="dlq",
+        channel=channel,
+    )
+    req.place = "dlq"  # the page reloads, wherever the form was
+
+    def state() -> dict[str, Any]:
+        check_stream(stream)
+        checked = form_data(purge)
+        return {"length": checked["expected_length"], "newest_id": checked["newest_id"] or ""}
+
+    return purge, req, state
+
+
+def action_run(
+    *,
+    user: Operator,
+    action: str,
+    stream: str,
+    group: str = "",
+    target_id: str = "",
+    data: Mapping[str, Any],
+    channel: str,
+) -> tuple[ActionRequest, ActionResult]:
+    """Run one action of ``ACTIONS`` as ``user``, without an HTML request.
+
+    The CLI's and the API's way in: the same permission, form (``data`` holds what the
+    button posts), state read, guard, service call and audit row (naming ``channel``)
+    as the button's. Returns the audit fields (a dead letter's group filled in) and the
+    outcome; an unknown action is a 404 outcome, not audited, as the route's 404 is.
+    A Redis error is audited as "error" and re-raised.
+    """
+    row = ACTIONS.get(action)
+    if row is None:
+        return (
+            ActionRequest(action=action, stream=stream, group=group, ids=[], channel=channel),
+            ActionResult("refused", f"no action {action!r}", status=404),
+        )
+    form, req, state = _prepare(
+        None, row, data, stream=stream, group=group, target_id=target_id, channel=channel
+    )
+    return req, _attempt(user, row, form, req, state_before=state)
 
 
 def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | None:
@@ -307,19 +407,10 @@ def entry_action(
 ) -> HttpResponse:
     """Retry, Claim, Dead-letter or Acknowledge one pending entry."""
     row = _action(action, "pending")
-    form = row.form(request.POST)
-    req = action_request(
-        request,
-        form,
-        action=action,
-        stream=stream,
-        group=group,
-        ids=[entry_id[:64]],
-        default_place="row",
+    form, req, state = _prepare(
+        request, row, request.POST, stream=stream, group=group, target_id=entry_id
     )
-    outcome = _attempt(
-        request, row, form, req, state_before=lambda: _pending_state(stream, group, entry_id)
-    )
+    outcome = _attempt(request.user, row, form, req, state_before=state)
     # A row that stays in the pending table is re-rendered; the entry page reloads.
     stays = outcome.result == "ok" and not outcome.removed and req.place not in ("entry", "dlq")
     return respond(request, req, outcome, row_html=_row_html(request, req) if stays else None)
@@ -350,20 +441,10 @@ def _dead_letter_state(req: ActionRequest, dlq_id: str) -> dict[str, Any]:
 def dlq_action(request: HtmxHttpRequest, stream: str, dlq_id: str, action: str) -> HttpResponse:
     """Replay or Delete one dead-lettered entry."""
     row = _action(action, "dead-letter")
-    form = row.form(request.POST)
-    req = action_request(
-        request,
-        form,
-        action=action,
-        stream=stream,
-        group="",
-        ids=[dlq_id[:64]],
-        default_place="dlq-row",
-        home="dlq",
+    form, req, state = _prepare(
+        request, row, request.POST, stream=stream, group="", target_id=dlq_id
     )
-    outcome = _attempt(
-        request, row, form, req, state_before=lambda: _dead_letter_state(req, dlq_id)
-    )
+    outcome = _attempt(request.user, row, form, req, state_before=state)
     return respond(request, req, outcome)
 
 
@@ -373,16 +454,6 @@ def dlq_action(request: HtmxHttpRequest, stream: str, dlq_id: str, action: str) 
 def dlq_purge(request: HtmxHttpRequest, stream: str) -> HttpResponse:
     """Empty a dead-letter stream after the operator typed the stream's name."""
     row = _action("purge", "dead-letters")
-    form = PurgeForm(request.POST, stream=stream)
-    req = action_request(
-        request, form, action=row.name, stream=stream, group="", ids=[], default_place="dlq"
-    )
-    req.place = "dlq"  # the page reloads, wherever the form was
-
-    def state() -> dict[str, Any]:
-        check_stream(stream)
-        data = form_data(form)
-        return {"length": data["expected_length"], "newest_id": data["newest_id"] or ""}
-
-    outcome = _attempt(request, row, form, req, state_before=state)
+    form, req, state = _prepare(request, row, request.POST, stream=stream, group="", target_id="")
+    outcome = _attempt(request.user, row, form, req, state_before=state)
     return respond(request, req, outcome)

@@ -11,7 +11,9 @@ than ``snapshot_id`` (the newest id the page showed) are never touched: Sidekiq'
 It never writes to Redis itself (``queue_core.bulk`` does, with the same atomic scripts
 as the one-entry actions) and reads it only through selectors: one XPENDING summary (the
 group exists), and for a dry run ``bulk.bulk_scope``'s bounded PEL read. Parsing,
-auditing and the refusal answers are ``dashboard.views.action_runner``'s.
+auditing and the refusal answers are ``dashboard.views.action_runner``'s. ``bulk_run`` is
+the same dry run and the same capped, audited step without an HTML request, for
+``manage.py ackboard bulk`` and the JSON API (``dashboard.views.api``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
     BadRequest,
+    Operator,
     action_request,
     audit,
     check_group,
@@ -58,7 +61,8 @@ from dashboard.views.action_runner import (
 )
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import bulk, selectors
-from queue_core.types import ActionRefused, BulkResult
+from queue_core.connection import Client
+from queue_core.types import ActionRefused, BulkResult, BulkScope
 
 
 def bulk_cap() -> int:
@@ -178,14 +182,14 @@ class BulkCall:
     req: ActionRequest
     step: BulkStep
     operator: str
-    client: redis.Redis
+    client: Client
 
     def scope(self) -> dict[str, Any]:
         """The scope arguments every ``queue_core.bulk`` call takes."""
         return _scope(self.client, self.req, self.step)
 
 
-def _scope(client: redis.Redis, req: ActionRequest, step: BulkStep) -> dict[str, Any]:
+def _scope(client: Client, req: ActionRequest, step: BulkStep) -> dict[str, Any]:
     return {
         "client": client,
         "stream": req.stream,
@@ -249,6 +253,89 @@ BULK_ACTIONS: Mapping[str, BulkAction] = {
 }
 
 
+# --- one attempt, with or without an HTML request ---------------------------------------
+
+
+@dataclass
+class BulkAnswer:
+    """What one bulk request did: a dry run's count, a step's result, or a refusal.
+
+    ``outcome`` is None for a dry run that counted (``dry_run``), which changed and
+    audited nothing; a confirmed step has its audited outcome and ``result``.
+    """
+
+    row: BulkAction
+    req: ActionRequest
+    step: BulkStep | None = None
+    outcome: ActionResult | None = None
+    dry_run: BulkScope | None = None
+    result: BulkResult | None = None
+
+
+def _prepare(
+    request: HtmxHttpRequest | None,
+    row: BulkAction,
+    data: Any,
+    *,
+    stream: str,
+    group: str,
+    channel: str = "button",
+) -> tuple[BulkForm, ActionRequest]:
+    """The bulk form over ``data`` (a QueryDict, or a dict whose ``ids`` is a list) and
+    the audit fields."""
+    form = BulkForm(data, cap=bulk_cap(), reason_missing=row.reason_missing)
+    ids = StreamIdListField().to_python(form["ids"].data)  # for the audit row
+    req = action_request(
+        request,
+        form,
+        action="bulk-" + row.name,
+        stream=stream,
+        group=group,
+        ids=ids[:1000],
+        default_place="row",
+        channel=channel,
+    )
+    return form, req
+
+
+def _attempt(user: Operator, row: BulkAction, form: BulkForm, req: ActionRequest) -> BulkAnswer:
+    """The permission, the checked step, then a dry run or one capped, audited step."""
+    answer = BulkAnswer(row=row, req=req)
+    if not user.has_perm(row.permission):
+        answer.outcome = denied(user, req)
+        return answer
+    try:
+        answer.step = _checked_step(form, req)
+    except BadRequest as exc:
+        answer.outcome = ActionResult("refused", str(exc), status=exc.status)
+        if form.confirmed:  # a refused action is audited; a dry run is not
+            audit(user, req, answer.outcome, {})
+        return answer
+    except redis.RedisError as exc:
+        if form.confirmed:  # a dry run changes nothing and is not audited
+            audit(user, req, ActionResult("error", f"{type(exc).__name__}: {exc}"), {})
+        raise
+    if not answer.step.confirm:
+        _dry_run(answer, answer.step)
+    else:
+        _apply(user, answer, answer.step)
+    return answer
+
+
+def bulk_run(
+    *, user: Operator, action: str, stream: str, group: str, data: Any, channel: str
+) -> BulkAnswer | None:
+    """A bulk request as ``user``, without an HTML request: the CLI's and the API's way
+    in, through the same form (``data`` holds what the bulk bar posts), dry run, cap,
+    guards and audit row (naming ``channel``). None for an unknown bulk action. A Redis
+    error is audited (when confirmed) and re-raised."""
+    row = BULK_ACTIONS.get(action)
+    if row is None:
+        return None
+    form, req = _prepare(None, row, data, stream=stream, group=group, channel=channel)
+    return _attempt(user, row, form, req)
+
+
 # --- the view ---------------------------------------------------------------------------
 
 
@@ -261,40 +348,22 @@ def bulk_action(request: HtmxHttpRequest, stream: str, group: str, action: str) 
     row = BULK_ACTIONS.get(action)
     if row is None:
         raise Http404("no such bulk action")
-    form = BulkForm(request.POST, cap=bulk_cap(), reason_missing=row.reason_missing)
-    ids = StreamIdListField().to_python(request.POST.getlist("ids"))  # for the audit row
-    req = action_request(
-        request,
-        form,
-        action="bulk-" + action,
-        stream=stream,
-        group=group,
-        ids=ids[:1000],
-        default_place="row",
-    )
-    if not request.user.has_perm(row.permission):
-        return respond(request, req, denied(request, req))
-    try:
-        step = _checked_step(form, req)
-    except BadRequest as exc:
-        outcome = ActionResult("refused", str(exc), status=exc.status)
-        if form.confirmed:  # a refused action is audited; a dry run is not
-            audit(request, req, outcome, {})
-        return respond(request, req, outcome)
-    except redis.RedisError as exc:
-        if form.confirmed:  # a dry run changes nothing and is not audited
-            audit(request, req, ActionResult("error", f"{type(exc).__name__}: {exc}"), {})
-        raise
+    form, req = _prepare(request, row, request.POST, stream=stream, group=group)
+    answer = _attempt(request.user, row, form, req)
+    if answer.outcome is not None and answer.outcome.status != 200:
+        return respond(request, req, answer.outcome)  # every refusal before a step too
     context: dict[str, Any] = {
         "action": action,
         "verb": row.verb,
-        "scope": step,
+        "scope": answer.step,
         "req": req,
         "cap": bulk_cap(),
     }
-    if not step.confirm:
-        return _dry_run(request, req, step, context)
-    return _apply(request, req, row, step, context)
+    if answer.outcome is None:
+        context["dry_run"] = answer.dry_run
+    else:
+        context["result"] = answer.result
+    return _bulk_respond(request, req, context, answer.outcome)
 
 
 def _checked_step(form: BulkForm, req: ActionRequest) -> BulkStep:
@@ -309,32 +378,22 @@ def _checked_step(form: BulkForm, req: ActionRequest) -> BulkStep:
     return form.step()
 
 
-def _dry_run(
-    request: HtmxHttpRequest, req: ActionRequest, step: BulkStep, context: dict[str, Any]
-) -> HttpResponse:
+def _dry_run(answer: BulkAnswer, step: BulkStep) -> None:
     """Count what a confirm would handle (one bounded PEL read); change and audit nothing."""
     try:
-        found = bulk.bulk_scope(**_scope(get_redis(), req, step))
+        answer.dry_run = bulk.bulk_scope(**_scope(get_redis(), answer.req, step))
     except (ActionRefused, ValueError) as exc:
-        return respond(request, req, ActionResult("refused", str(exc), status=409))
-    context["dry_run"] = found
-    return _bulk_respond(request, req, context, None)
+        answer.outcome = ActionResult("refused", str(exc), status=409)
 
 
-def _apply(
-    request: HtmxHttpRequest,
-    req: ActionRequest,
-    row: BulkAction,
-    step: BulkStep,
-    context: dict[str, Any],
-) -> HttpResponse:
+def _apply(user: Operator, answer: BulkAnswer, step: BulkStep) -> None:
     """One capped, audited step of the action."""
-    done: list[BulkResult] = []
+    req, row = answer.req, answer.row
 
     def call() -> ActionResult:
-        operator = request.user.get_username()
+        operator = user.get_username()
         result = row.apply(BulkCall(req=req, step=step, operator=operator, client=get_redis()))
-        done.append(result)
+        answer.result = result
         # The row lists what was done; when nothing was, what was tried (the skips say why).
         req.ids = list(result.done) or [i.entry_id for i in result.items]
         return _outcome(row, result)
@@ -349,9 +408,7 @@ def _apply(
             "selected": len(step.ids or ()),
         }
 
-    outcome = run(request, req, state_before=state, call=call)
-    context["result"] = done[0] if done else None
-    return _bulk_respond(request, req, context, outcome)
+    answer.outcome = run(user, req, state_before=state, call=call)
 
 
 def _outcome(row: BulkAction, result: BulkResult) -> ActionResult:

@@ -20,6 +20,7 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 import redis
 
+from queue_core.connection import Client
 from queue_core.errors import action_refusal, not_a_group
 from queue_core.events import event_publish
 from queue_core.scripts import ACKNOWLEDGE, DEAD_LETTER, RETRY, Refusal, ScriptCall, calls_pipelined
@@ -144,7 +145,7 @@ def _check_filter(ids: Sequence[str] | None, consumer: str | None, min_idle_ms: 
 
 def pending_ids_matching(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     snapshot_id: str,
@@ -206,7 +207,7 @@ def _split_snapshot(ids: list[str], snapshot_id: str) -> tuple[list[str], list[s
     return inside, newer
 
 
-def _matching(client: redis.Redis, scope: _Scope) -> BulkScope:
+def _matching(client: Client, scope: _Scope) -> BulkScope:
     return pending_ids_matching(
         client=client,
         stream=scope.stream,
@@ -220,7 +221,7 @@ def _matching(client: redis.Redis, scope: _Scope) -> BulkScope:
 
 
 def bulk_scope(
-    *, client: redis.Redis, stream: str, group: str, snapshot_id: str, **scope: Unpack[ScopeArgs]
+    *, client: Client, stream: str, group: str, snapshot_id: str, **scope: Unpack[ScopeArgs]
 ) -> BulkScope:
     """The dry run: which ids a bulk action with these arguments would touch now.
 
@@ -252,7 +253,7 @@ def _raise_refusals(replies: Sequence[Any], *, stream: str, group: str) -> None:
 # --- applying an action: the per-entry scripts, pipelined ---------------------------------
 
 
-def _targets(client: redis.Redis, scope: _Scope) -> tuple[list[str], list[BulkItem], str | None]:
+def _targets(client: Client, scope: _Scope) -> tuple[list[str], list[BulkItem], str | None]:
     """The ids to act on, the items of explicit ids newer than the snapshot, the cursor."""
     if scope.ids is None:
         found = _matching(client, scope)
@@ -285,7 +286,7 @@ def _item(entry_id: str, reply: object) -> BulkItem:
 
 
 def _apply_chunk(
-    client: redis.Redis, scope: _Scope, calls: list[ScriptCall[_R]], changed: bool
+    client: Client, scope: _Scope, calls: list[ScriptCall[_R]], changed: bool
 ) -> list[_R | Exception]:
     """Run one chunk's scripts in one round trip. While nothing has been changed yet, a
     missing group or a key of another type refuses the whole request instead."""
@@ -297,7 +298,7 @@ def _apply_chunk(
 
 
 def _bulk_apply(
-    client: redis.Redis,
+    client: Client,
     action: str,
     scope: _Scope,
     call: Callable[[str], ScriptCall[_R]],
@@ -328,7 +329,7 @@ def _bulk_apply(
 
 def bulk_retry(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     snapshot_id: str,
@@ -359,7 +360,7 @@ def bulk_retry(
 
 def bulk_dead_letter(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     snapshot_id: str,
@@ -392,7 +393,7 @@ def bulk_dead_letter(
 
 def bulk_acknowledge(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     snapshot_id: str,

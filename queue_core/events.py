@@ -12,6 +12,7 @@ from typing import Any
 
 import redis
 
+from queue_core.connection import Client
 from queue_core.keys import EVENTS_CHANNEL
 
 log = logging.getLogger("queue_core.events")
@@ -22,9 +23,7 @@ def event_message(*, type: str, stream: str, group: str = "", **data: Any) -> st
     return json.dumps({"type": type, "stream": stream, "group": group, **data})
 
 
-def event_publish(
-    *, client: redis.Redis, type: str, stream: str, group: str = "", **data: Any
-) -> None:
+def event_publish(*, client: Client, type: str, stream: str, group: str = "", **data: Any) -> None:
     """PUBLISH ``{"type": type, "stream": stream, "group": group, ...}``. O(subscribers)."""
     message = event_message(type=type, stream=stream, group=group, **data)
     try:

@@ -23,6 +23,7 @@ from typing import Any
 
 import redis
 
+from queue_core.connection import Client
 from queue_core.events import event_message
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
 
@@ -137,7 +138,7 @@ class FailureBacklog:
 
 def failures_record(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     records: Sequence[FailureRecord],
     publish: bool = True,
@@ -225,7 +226,7 @@ def _backlog_settle(
                  stream)  # fmt: skip
 
 
-def _events_publish(client: redis.Redis, stream: str, written: list[FailureRecord]) -> None:
+def _events_publish(client: Client, stream: str, written: list[FailureRecord]) -> None:
     """One pipelined round trip for all the events, not one PUBLISH each: in a failure
     storm every attempt lands here, and per-record round trips capped the worker at a few
     thousand failures a second."""

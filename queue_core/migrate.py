@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis
-
+from queue_core.connection import Client
 from queue_core.keys import COMPANION_SUFFIXES, CrossSlotName, companion_parent, hash_tag
 from queue_core.keys import stream_keys as keys_of
 
@@ -32,7 +31,7 @@ def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
-def legacy_companions_find(*, client: redis.Redis, scan_count: int = 1000) -> list[CompanionMove]:
+def legacy_companions_find(*, client: Client, scan_count: int = 1000) -> list[CompanionMove]:
     """Old-style companions of hash-tagged streams, with their new names. Writes nothing."""
     moves: list[CompanionMove] = []
     for suffix in COMPANION_SUFFIXES:
@@ -60,7 +59,7 @@ def legacy_companions_find(*, client: redis.Redis, scan_count: int = 1000) -> li
     return moves
 
 
-def legacy_companions_rename(*, client: redis.Redis, moves: list[CompanionMove]) -> list[str]:
+def legacy_companions_rename(*, client: Client, moves: list[CompanionMove]) -> list[str]:
     """Apply ``moves`` with RENAMENX; returns one line per key saying what happened."""
     lines = []
     for move in moves:

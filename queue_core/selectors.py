@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from queue_core.connection import Client
 from queue_core.errors import not_a_group
 from queue_core.keys import (
     DEAD_LETTER_FIELDS,
@@ -178,7 +179,7 @@ def _pending_row(raw: Mapping[str, Any], entry: StreamEntry | None = None) -> Pe
 
 
 def stream_discover(
-    *, client: redis.Redis, patterns: Iterable[str], cap: int
+    *, client: Client, patterns: Iterable[str], cap: int
 ) -> tuple[tuple[str, ...], bool, int]:
     """Stream names matching the allowlist, without companions: (names, truncated, companions).
 
@@ -212,7 +213,7 @@ def stream_discover(
 _SummaryRow = tuple[str, tuple[int, int, int], list[GroupInfo]]
 
 
-def _summary_rows(client: redis.Redis, streams: Sequence[str]) -> list[_SummaryRow]:
+def _summary_rows(client: Client, streams: Sequence[str]) -> list[_SummaryRow]:
     """Round 1: XLEN, XINFO GROUPS and the companions' XLEN of every stream, pipelined.
     Streams deleted since discovery (or of another type) are left out."""
     pipe = client.pipeline(transaction=False)
@@ -265,9 +266,7 @@ def _first_id(reply: Any) -> str | None:
     return _text(reply[0][0]) if isinstance(reply, list) and reply else None
 
 
-def _group_reads(
-    client: redis.Redis, rows: list[_SummaryRow]
-) -> dict[tuple[int, str], _GroupReads]:
+def _group_reads(client: Client, rows: list[_SummaryRow]) -> dict[tuple[int, str], _GroupReads]:
     """Round 2, pipelined, by (row index, group): the XPENDING summary of each group with
     pending entries (its smallest id), XINFO CONSUMERS of each group with consumers
     (O(consumers)), and for a group with nothing pending whose lag is not known to be 0,
@@ -338,7 +337,7 @@ def _summary(
     )
 
 
-def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[StreamSummary, ...]:
+def stream_summaries(*, client: Client, streams: Sequence[str]) -> tuple[StreamSummary, ...]:
     """The overview row of each stream, in two pipelined round trips for any number.
 
     Round 1, per stream: XLEN, XINFO GROUPS, XLEN of the DLQ and of the failure log
@@ -358,7 +357,7 @@ def stream_summaries(*, client: redis.Redis, streams: Sequence[str]) -> tuple[St
     return tuple(_summary(row, index, reads) for index, row in enumerate(rows))
 
 
-def stream_overview(*, client: redis.Redis, patterns: Iterable[str], cap: int) -> StreamOverview:
+def stream_overview(*, client: Client, patterns: Iterable[str], cap: int) -> StreamOverview:
     """Discovery plus the summaries: SCAN round trips plus two pipelined ones."""
     names, truncated, companions = stream_discover(client=client, patterns=patterns, cap=cap)
     return StreamOverview(
@@ -373,7 +372,7 @@ def stream_overview(*, client: redis.Redis, patterns: Iterable[str], cap: int) -
 
 
 def stream_detail(
-    *, client: redis.Redis, stream: str, before: str | None = None, count: int = ENTRY_PAGE_SIZE
+    *, client: Client, stream: str, before: str | None = None, count: int = ENTRY_PAGE_SIZE
 ) -> StreamDetail | None:
     """Facts, groups and one newest-first page of entries: one round trip of five O(1)-ish
     commands (XREVRANGE is O(log n + count)). None when the stream does not exist."""
@@ -405,7 +404,7 @@ def stream_detail(
 # --- one group --------------------------------------------------------------------------
 
 
-def group_detail(*, client: redis.Redis, stream: str, group: str) -> GroupDetail | None:
+def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | None:
     """The group page's header: one round trip of XINFO STREAM, XINFO GROUPS, XINFO
     CONSUMERS (O(consumers)), the XPENDING summary and two XLENs. None when the stream
     or the group does not exist. A second round trip only when nothing is pending but the
@@ -450,9 +449,7 @@ def group_detail(*, client: redis.Redis, stream: str, group: str) -> GroupDetail
     )
 
 
-def entries_fetch(
-    *, client: redis.Redis, stream: str, ids: Sequence[str]
-) -> dict[str, StreamEntry]:
+def entries_fetch(*, client: Client, stream: str, ids: Sequence[str]) -> dict[str, StreamEntry]:
     """The entries with ``ids`` (one ``XRANGE id id`` each, one round trip, O(log n) each).
 
     Ids that were trimmed or deleted are absent from the result.
@@ -484,7 +481,7 @@ class _PendingScan:
 
 
 def _pending_plain(
-    client: redis.Redis, stream: str, group: str, cursor: str, count: int, consumer: str | None
+    client: Client, stream: str, group: str, cursor: str, count: int, consumer: str | None
 ) -> _PendingScan:
     """No idle filter: one XPENDING of ``count + 1`` rows (the extra one says "more")."""
     raw = client.xpending_range(
@@ -500,7 +497,7 @@ def _pending_plain(
 
 
 def _pending_idle_scan(
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     cursor: str,
@@ -534,7 +531,7 @@ def _pending_idle_scan(
             return scan
 
 
-def _with_entries(client: redis.Redis, stream: str, rows: list[PendingRow]) -> list[PendingRow]:
+def _with_entries(client: Client, stream: str, rows: list[PendingRow]) -> list[PendingRow]:
     """The rows with their payloads: one pipelined round trip (``entries_fetch``)."""
     entries = entries_fetch(client=client, stream=stream, ids=[r.id for r in rows])
     return [
@@ -551,7 +548,7 @@ def _with_entries(client: redis.Redis, stream: str, rows: list[PendingRow]) -> l
 
 def pending_page(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     start: str | None = None,
@@ -597,7 +594,7 @@ def pending_page(
 # --- one entry --------------------------------------------------------------------------
 
 
-def entry_detail(*, client: redis.Redis, stream: str, entry_id: str) -> EntryDetail | None:
+def entry_detail(*, client: Client, stream: str, entry_id: str) -> EntryDetail | None:
     """One entry and where it stands in each group: two round trips (XRANGE id id and
     XINFO GROUPS, then one ``XPENDING key group id id 1`` per group, O(log n) each).
 
@@ -659,7 +656,7 @@ def _dead_letter_row(item: Any) -> DeadLetterRow:
 
 
 def dead_letter_page(
-    *, client: redis.Redis, stream: str, before: str | None = None, count: int = DLQ_PAGE_SIZE
+    *, client: Client, stream: str, before: str | None = None, count: int = DLQ_PAGE_SIZE
 ) -> DeadLetterPage | None:
     """Newest-first page of ``{S}:dlq``: one round trip (EXISTS, XLEN, XREVRANGE, all
     O(log n + count)). None when neither the stream nor its DLQ exists."""
@@ -722,7 +719,7 @@ def _stream_stamp(name: str, replies: Sequence[Any]) -> StreamStamp:
 
 
 def stream_stamps(
-    *, client: redis.Redis, streams: Iterable[str], groups: Iterable[tuple[str, str]] = ()
+    *, client: Client, streams: Iterable[str], groups: Iterable[tuple[str, str]] = ()
 ) -> LiveStamps:
     """Change stamps of ``streams`` and of the XPENDING summaries of ``groups``: one
     round trip, for the live pages, which re-render only when a stamp changed.
@@ -755,7 +752,7 @@ def stream_stamps(
 
 
 def pending_entry_fetch(
-    *, client: redis.Redis, stream: str, group: str, entry_id: str
+    *, client: Client, stream: str, group: str, entry_id: str
 ) -> PendingEntry | None:
     """One entry as ``group`` sees it: its pending row and its payload, in one round trip.
 
@@ -780,7 +777,7 @@ def pending_entry_fetch(
     return PendingEntry(id=entry_id, row=row, in_stream=entry is not None)
 
 
-def pending_summary(*, client: redis.Redis, stream: str, group: str) -> PendingSummary | None:
+def pending_summary(*, client: Client, stream: str, group: str) -> PendingSummary | None:
     """The XPENDING summary of ``group``: one round trip, O(1) plus O(consumers).
 
     None when the stream or the group does not exist.
@@ -798,7 +795,7 @@ def pending_summary(*, client: redis.Redis, stream: str, group: str) -> PendingS
     )
 
 
-def dead_letter_fetch(*, client: redis.Redis, stream: str, dlq_id: str) -> DeadLetterRow | None:
+def dead_letter_fetch(*, client: Client, stream: str, dlq_id: str) -> DeadLetterRow | None:
     """One dead-lettered entry of ``stream`` with its origin metadata: one ``XRANGE id id``
     of the DLQ, O(log n). None when it is not there (replayed or deleted already), when
     the DLQ key is not a stream, or when ``stream`` cannot have companions."""

@@ -14,8 +14,7 @@ worker moves its own dead letters with ``scripts.DEAD_LETTER.move``, without an 
 
 from __future__ import annotations
 
-import redis
-
+from queue_core.connection import Client
 from queue_core.events import event_publish
 from queue_core.scripts import (
     ACKNOWLEDGE,
@@ -51,7 +50,7 @@ RETRY_IDLE_MS = 30_000
 OPERATOR_CONSUMER = "ackboard-operator"
 
 
-def _publish(client: redis.Redis, *, action: str, stream: str, group: str, ids: list[str]) -> None:
+def _publish(client: Client, *, action: str, stream: str, group: str, ids: list[str]) -> None:
     event_publish(client=client, type="action", stream=stream, group=group, action=action, ids=ids)
 
 
@@ -60,7 +59,7 @@ def _publish(client: redis.Redis, *, action: str, stream: str, group: str, ids: 
 
 def entry_retry(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     entry_id: str,
@@ -93,7 +92,7 @@ def entry_retry(
 
 def entry_claim(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     entry_id: str,
@@ -138,7 +137,7 @@ def entry_claim(
 
 def entry_dead_letter(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     entry_id: str,
@@ -179,7 +178,7 @@ def entry_dead_letter(
 
 def entry_acknowledge(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     entry_id: str,
@@ -207,7 +206,7 @@ def entry_acknowledge(
 # --- the dead-letter stream -----------------------------------------------------------
 
 
-def dlq_replay(*, client: redis.Redis, stream: str, dlq_id: str) -> Replayed:
+def dlq_replay(*, client: Client, stream: str, dlq_id: str) -> Replayed:
     """Put a dead-lettered entry back on ``stream`` for its original group only.
 
     One Lua script: XADD the original fields (without ``ackboard.*`` metadata) plus
@@ -230,7 +229,7 @@ def dlq_replay(*, client: redis.Redis, stream: str, dlq_id: str) -> Replayed:
     return result
 
 
-def dlq_delete(*, client: redis.Redis, stream: str, dlq_id: str) -> DeadLetterDeleted:
+def dlq_delete(*, client: Client, stream: str, dlq_id: str) -> DeadLetterDeleted:
     """Delete one dead-lettered entry. Idempotent: a missing id gives ``deleted=False``.
 
     The result names the entry's origin group and id, for the audit row. One Lua script,
@@ -246,7 +245,7 @@ def dlq_delete(*, client: redis.Redis, stream: str, dlq_id: str) -> DeadLetterDe
 
 def dlq_purge(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     expected_length: int,
     newest_id: str | None = None,

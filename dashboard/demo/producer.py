@@ -22,6 +22,7 @@ import redis
 
 from dashboard.demo import DEMO_PREFIX, EMAILS, ORDERS, demo_groups
 from dashboard.demo.handlers import CURRENCIES
+from queue_core.connection import Client
 from queue_core.errors import group_exists
 
 log = logging.getLogger("dashboard.demo.producer")
@@ -67,7 +68,7 @@ def email_fields(seq: int, rng: random.Random) -> dict[str, str]:
     }
 
 
-def demo_groups_create(*, client: redis.Redis) -> None:
+def demo_groups_create(*, client: Client) -> None:
     """Create every demo group at the start of its stream (MKSTREAM); existing ones stay."""
     for stream, groups in demo_groups().items():
         for group in groups:
@@ -78,7 +79,7 @@ def demo_groups_create(*, client: redis.Redis) -> None:
                     raise
 
 
-def demo_reset(*, client: redis.Redis) -> int:
+def demo_reset(*, client: Client) -> int:
     """Delete the demo's own keys (``demo:*`` and ``{demo:*``); returns how many."""
     deleted = 0
     for pattern in (DEMO_PREFIX + "*", "{" + DEMO_PREFIX + "*"):
@@ -90,7 +91,7 @@ def demo_reset(*, client: redis.Redis) -> int:
 class Producer:
     """XADDs one order per tick and one email every other tick, on its own thread."""
 
-    def __init__(self, *, client: redis.Redis, rate: float, seed: int | None = None) -> None:
+    def __init__(self, *, client: Client, rate: float, seed: int | None = None) -> None:
         self.client = client
         self.rate = rate
         self.rng = random.Random(seed)

@@ -32,6 +32,7 @@ from dashboard.failure_index.records import failure_record_parse
 from dashboard.failure_index.retention import failures_prune_expired
 from dashboard.models import IndexedFailure
 from queue_core.backoff import Backoff
+from queue_core.connection import Client
 from queue_core.errors import group_exists, group_missing, key_missing
 from queue_core.keys import (
     EVENTS_CHANNEL,
@@ -64,7 +65,7 @@ class _Source:
 
 
 def failure_sources_discover(
-    *, client: redis.Redis, patterns: Sequence[str] = ("*",), cap: int = 1000
+    *, client: Client, patterns: Sequence[str] = ("*",), cap: int = 1000
 ) -> list[tuple[bytes, str]]:
     """``(key, stream)`` of each failures companion stream whose stream the allowlist admits.
 
@@ -100,7 +101,7 @@ class FailureIngestor:
     def __init__(
         self,
         *,
-        client: redis.Redis,
+        client: Client,
         group: str = INGEST_GROUP,
         consumer: str | None = None,
         batch: int = INGEST_BATCH,
@@ -276,7 +277,7 @@ class FailureIngestor:
 
 def failures_ingest(
     *,
-    client: redis.Redis,
+    client: Client,
     once: bool = True,
     stop: threading.Event | None = None,
     reclaim_idle_ms: int = RECLAIM_IDLE_MS,
@@ -315,7 +316,7 @@ def failures_ingest(
     )
 
 
-def failures_ingest_loop(*, client: redis.Redis, stop: threading.Event, **options: Any) -> int:
+def failures_ingest_loop(*, client: Client, stop: threading.Event, **options: Any) -> int:
     """The long-running ingestor, for a thread (the demo) or the management command."""
     return failures_ingest(client=client, once=False, stop=stop, **options)
 

@@ -67,6 +67,7 @@ from dashboard.live.render import surface_render
 from dashboard.models import IndexedFailure
 from queue_core import selectors
 from queue_core.backoff import Backoff
+from queue_core.connection import Client
 from queue_core.keys import EVENTS_CHANNEL
 
 T = TypeVar("T")
@@ -400,7 +401,7 @@ class Broadcaster:
         return _CycleWork(signatures, dict(poll.marks), html, last_ids, discovered, polled)
 
     def _poll(
-        self, client: redis.Redis, surfaces: list[Surface], discover: bool
+        self, client: Client, surfaces: list[Surface], discover: bool
     ) -> tuple[Poll, tuple[str, ...] | None]:
         """The stamps and failure marks of the open surfaces' streams (and the streams
         the overview lists, re-discovered when ``discover``)."""
@@ -421,7 +422,7 @@ class Broadcaster:
         return Poll(stamps, failure_marks(streams=streams), shown), discovered
 
     def _render(
-        self, client: redis.Redis, surface: Surface, wanted: list[Perms]
+        self, client: Client, surface: Surface, wanted: list[Perms]
     ) -> dict[Key, dict[str, str]]:
         """``surface`` rendered for each permission set in ``wanted``; {} if it fails."""
         try:

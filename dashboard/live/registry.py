@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-import redis
 from django.conf import settings
 from django.urls import reverse
 from django.utils.module_loading import import_string
 
 from dashboard.converters import NameConverter, name_problem, name_segment
+from queue_core.connection import Client
 from queue_core.keys import stream_visible
 from queue_core.types import LiveStamps
 from queue_core.validation import entry_id_check
@@ -235,7 +235,7 @@ def surface_path(surface: Surface) -> str:
     return unquote(reverse(surface.spec.page, args=list(surface.params().values())))
 
 
-def surface_context(*, surface: Surface, client: redis.Redis) -> dict[str, Any]:
+def surface_context(*, surface: Surface, client: Client) -> dict[str, Any]:
     """The page context of a surface's default view (first page, no filters).
 
     The context function is looked up by name on each call (the module is imported once):

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from dashboard.connection import get_redis
 from dashboard.permissions import VIEW_QUEUES
 from queue_core import selectors
+from queue_core.connection import Client
 from queue_core.types import StreamOverview
 
 #: How long one collection is served to every scraper.
@@ -118,7 +119,7 @@ _lock = threading.Lock()
 _cache: _Cached | None = None
 
 
-def metrics_text(*, client: redis.Redis) -> bytes:
+def metrics_text(*, client: Client) -> bytes:
     """The Prometheus exposition of every visible stream; one collection per TTL."""
     global _cache
     key = (

@@ -21,7 +21,6 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
@@ -36,6 +35,7 @@ from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
 from queue_core import selectors
+from queue_core.connection import Client
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 from queue_core.types import (
     DeadLetterRow,
@@ -179,7 +179,7 @@ def _check_visible(stream: str) -> None:
         raise Http404("No such stream here.")
 
 
-def overview_context(*, client: redis.Redis) -> dict[str, Any]:
+def overview_context(*, client: Client) -> dict[str, Any]:
     """Every visible stream with its health: SCAN, two pipelined round trips, one SQL query."""
     overview = selectors.stream_overview(
         client=client,
@@ -209,9 +209,7 @@ def _entry_rows(entries: tuple[StreamEntry, ...]) -> list[EntryRow]:
     return [EntryRow(id=e.id, preview=payloads.preview(e.fields)) for e in entries]
 
 
-def stream_context(
-    *, client: redis.Redis, stream: str, before: str | None = None
-) -> dict[str, Any]:
+def stream_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:
     """Facts, groups and the newest entries of ``stream``: one round trip."""
     _check_visible(stream)
     detail = selectors.stream_detail(client=client, stream=stream, before=before)
@@ -245,7 +243,7 @@ def pending_rows_view(
 
 def group_context(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     start: str | None = None,
@@ -296,7 +294,7 @@ class GroupStateView:
     row: PendingRow | None
 
 
-def entry_context(*, client: redis.Redis, stream: str, entry_id: str) -> dict[str, Any]:
+def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, Any]:
     """One entry: fields, its state in each group (two round trips), failure history (SQL)."""
     _check_visible(stream)
     detail = selectors.entry_detail(client=client, stream=stream, entry_id=entry_id)
@@ -313,7 +311,7 @@ def entry_context(*, client: redis.Redis, stream: str, entry_id: str) -> dict[st
     }
 
 
-def dlq_context(*, client: redis.Redis, stream: str, before: str | None = None) -> dict[str, Any]:
+def dlq_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:
     """A newest-first page of the stream's dead-letter stream: one round trip."""
     _check_visible(stream)
     page = selectors.dead_letter_page(client=client, stream=stream, before=before)

@@ -22,6 +22,7 @@ import redis
 from redis.client import Pipeline
 from redis.commands.core import Script
 
+from queue_core.connection import Client
 from queue_core.errors import action_refusal
 from queue_core.types import ActionRefused, TooManyFields
 
@@ -65,7 +66,7 @@ class LuaScript(Generic[R]):
         self.name = name
         self._script: Script | None = None
 
-    def registered(self, client: redis.Redis) -> Script:
+    def registered(self, client: Client) -> Script:
         if self._script is None:
             # A race between threads registers twice; both objects are the same script.
             source = resources.files(__package__).joinpath(f"{self.name}.lua").read_bytes()
@@ -97,7 +98,7 @@ class ScriptCall(Generic[R]):
     stream: str
     group: str
 
-    def run(self, client: redis.Redis) -> R:
+    def run(self, client: Client) -> R:
         """One round trip. A missing group or a key that is not a stream raises
         ActionRefused (``from`` the Redis error); any other error reply propagates."""
         try:
@@ -119,7 +120,7 @@ class ScriptCall(Generic[R]):
         pipe.evalsha(script.sha, len(self.keys), *self.keys, *self.args)
 
 
-def calls_pipelined(client: redis.Redis, calls: Sequence[ScriptCall[R]]) -> list[R | Exception]:
+def calls_pipelined(client: Client, calls: Sequence[ScriptCall[R]]) -> list[R | Exception]:
     """Run every call in one pipelined round trip (plus redis-py's SCRIPT EXISTS).
 
     Each script stays atomic on its own; the pipeline only saves round trips. An error

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-import redis
-
+from queue_core.connection import Client
 from queue_core.keys import DEAD_LETTER_FIELDS, stream_keys
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, guard, text
 from queue_core.types import DeadLettered
@@ -50,7 +49,7 @@ class DeadLetterScript(LuaScript[DeadLettered | Refusal]):
     def move(
         self,
         *,
-        client: redis.Redis,
+        client: Client,
         stream: str,
         group: str,
         entry_id: str,

@@ -38,7 +38,7 @@ from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
 from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.failure_index import failures_ingest_loop
-from queue_core.connection import connect
+from queue_core.connection import Client, connect
 from queue_core.worker import worker_argv
 
 ADMIN_USERNAME = "admin"
@@ -327,7 +327,7 @@ class Command(BaseCommand):
     def _run(
         self,
         supervisor: Supervisor,
-        client: redis.Redis,
+        client: Client,
         doomed: tuple[Child, WorkerSpec] | None,
         options: dict[str, Any],
         stop: threading.Event,
@@ -351,7 +351,7 @@ class Command(BaseCommand):
                 )
 
     @staticmethod
-    def _pending_of(client: redis.Redis, spec: WorkerSpec) -> int:
+    def _pending_of(client: Client, spec: WorkerSpec) -> int:
         """Entries delivered to ``spec``'s consumer and not yet acked. O(consumers)."""
         try:
             consumers = client.xinfo_consumers(spec.stream, spec.group)

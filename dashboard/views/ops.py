@@ -1,7 +1,8 @@
 """Operations endpoints: ``/metrics`` (Prometheus text format) and ``/healthz``.
 
-``/metrics`` reports, per stream and group, the same O(1) figures as the overview
-(discovery plus two pipelined round trips), rendered by prometheus-client and cached
+``/metrics`` reports, per stream and group, the same figures as the overview (discovery
+plus two pipelined round trips, O(streams + groups + consumers)), including each group's
+health from Redis alone (``queue_core.health``), rendered by prometheus-client and cached
 for up to ``METRICS_TTL_S`` so that several scrapers cost Redis one collection a
 second at most. It is readable by a logged-in user with ``dashboard.view_queues``, or by
 a scraper sending ``Authorization: Bearer <ACKBOARD_METRICS_TOKEN>`` when that setting
@@ -32,6 +33,7 @@ from dashboard.connection import get_redis
 from dashboard.permissions import VIEW_QUEUES
 from queue_core import selectors
 from queue_core.connection import Client
+from queue_core.health import summary_health
 from queue_core.types import StreamOverview
 
 #: How long one collection is served to every scraper.
@@ -42,10 +44,13 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class _OverviewCollector(Collector):
     """Turns one ``StreamOverview`` into gauge families (a fresh registry per collection)."""
 
-    def __init__(self, overview: StreamOverview, now_ms: int, took_s: float) -> None:
+    def __init__(
+        self, overview: StreamOverview, now_ms: int, took_s: float, stuck_after_ms: int
+    ) -> None:
         self.overview = overview
         self.now_ms = now_ms
         self.took_s = took_s
+        self.stuck_after_ms = stuck_after_ms
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         s_labels = ["stream"]
@@ -79,7 +84,35 @@ class _OverviewCollector(Collector):
         consumers = GaugeMetricFamily(
             "ackboard_group_consumers", "Consumers in the group", labels=g_labels
         )
+        live = GaugeMetricFamily(
+            "ackboard_group_live_consumers",
+            "Consumers seen within ACKBOARD_STUCK_AFTER_MS (XINFO CONSUMERS idle)",
+            labels=g_labels,
+        )
+        stuck = GaugeMetricFamily(
+            "ackboard_group_stuck",
+            "1 when consumers not seen within ACKBOARD_STUCK_AFTER_MS hold pending entries",
+            labels=g_labels,
+        )
+        stuck_entries = GaugeMetricFamily(
+            "ackboard_group_stuck_entries",
+            "Pending entries held by consumers not seen within ACKBOARD_STUCK_AFTER_MS",
+            labels=g_labels,
+        )
+        no_live = GaugeMetricFamily(
+            "ackboard_group_no_live_consumer",
+            "1 when entries wait and no consumer was seen within ACKBOARD_STUCK_AFTER_MS",
+            labels=g_labels,
+        )
         for s in self.overview.streams:
+            for h in summary_health(
+                summary=s, stuck_after_ms=self.stuck_after_ms, now_ms=self.now_ms
+            ).groups:
+                labels = [s.name, h.group]
+                live.add_metric(labels, h.live_consumers)
+                stuck.add_metric(labels, int(h.stuck))
+                stuck_entries.add_metric(labels, h.stuck_entries)
+                no_live.add_metric(labels, int(h.no_live_consumer))
             length.add_metric([s.name], s.length)
             dlq.add_metric([s.name], s.dlq_length)
             failures.add_metric([s.name], s.failures_length)
@@ -95,6 +128,12 @@ class _OverviewCollector(Collector):
                     age = max(0.0, (self.now_ms - created) / 1000)
                 oldest.add_metric(labels, age)
         yield from (length, dlq, failures, pending, lag, oldest, consumers)
+        yield from (live, stuck, stuck_entries, no_live)
+        yield GaugeMetricFamily(
+            "ackboard_stuck_after_seconds",
+            "ACKBOARD_STUCK_AFTER_MS, the health threshold, in seconds",
+            value=self.stuck_after_ms / 1000,
+        )
         yield GaugeMetricFamily(
             "ackboard_streams", "Streams reported", value=len(self.overview.streams)
         )
@@ -126,6 +165,7 @@ def metrics_text(*, client: Client) -> bytes:
         settings.ACKBOARD_REDIS_URL,
         tuple(settings.ACKBOARD_STREAMS),
         settings.ACKBOARD_MAX_STREAMS,
+        settings.ACKBOARD_STUCK_AFTER_MS,
     )
     now = time.monotonic()
     cached = _cache
@@ -145,7 +185,12 @@ def metrics_text(*, client: Client) -> bytes:
         )
         registry = CollectorRegistry(auto_describe=False)
         registry.register(
-            _OverviewCollector(overview, int(time.time() * 1000), time.perf_counter() - started)
+            _OverviewCollector(
+                overview,
+                int(time.time() * 1000),
+                time.perf_counter() - started,
+                settings.ACKBOARD_STUCK_AFTER_MS,
+            )
         )
         body = generate_latest(registry)
         _cache = _Cached(key=key, at=time.monotonic(), body=body)

@@ -34,8 +34,11 @@ from dashboard import failure_index, payloads
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
+from dashboard.templatetags.ackboard import human_ms
+from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client
+from queue_core.health import GroupHealth, GroupState, StreamHealth
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 from queue_core.types import (
     DeadLetterRow,
@@ -46,8 +49,10 @@ from queue_core.types import (
 )
 from queue_core.validation import MAX_IDLE_MS, entry_id_check
 
-#: An entry pending for longer than this marks its stream "stuck" on the overview.
-STUCK_MS = 5 * 60 * 1000
+#: An entry added longer ago than this and still pending asks for attention (amber). It
+#: is not "stuck": an old entry may just have been delivered from a backlog. "Stuck" and
+#: "no live consumer" come from the consumers (queue_core.health, ACKBOARD_STUCK_AFTER_MS).
+OLD_PENDING_MS = 5 * 60 * 1000
 #: Failures in the last hour at or above this mark a stream "failing" (red), below it amber.
 FAILING_PER_HOUR = 100
 #: A group this far behind with no consumer is flagged.
@@ -73,6 +78,7 @@ class OverviewRow:
     summary: StreamSummary
     failures_last_hour: int
     health: Health
+    liveness: StreamHealth
 
     @property
     def name(self) -> str:
@@ -140,30 +146,51 @@ class DeadLetterRowView:
 # --- health -----------------------------------------------------------------------------
 
 
-def stream_health(*, summary: StreamSummary, failures_last_hour: int, now_ms: int) -> Health:
-    """The overview badge of one stream, worst reason first."""
-    bad: list[str] = []
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def liveness_reason(group: GroupHealth) -> str:
+    """One line on why ``group`` is flagged (for badge titles and the group page)."""
+    window = human_ms(group.stuck_after_ms)
+    parts = []
+    if group.no_live_consumer:
+        parts.append(f"no consumer seen in {window} while entries wait")
+    if group.stuck:
+        holders = group.dead_holders
+        held = _plural(group.stuck_entries, "entry", "entries")
+        who = _plural(len(holders), "consumer", "consumers")
+        parts.append(f"{held} held by {who} not seen in {window}")
+    return f"group {group.group}: " + "; ".join(parts)
+
+
+def stream_health(
+    *, summary: StreamSummary, liveness: StreamHealth, failures_last_hour: int, now_ms: int
+) -> Health:
+    """The overview badge of one stream, worst reason first: its groups' liveness (from
+    Redis alone, whoever wrote the workers), then failures from the index."""
+    bad = [(g.state.value, liveness_reason(g)) for g in liveness.flagged]
     warn: list[str] = []
-    oldest = summary.oldest_pending_ms
-    if oldest is not None and now_ms - oldest > STUCK_MS:
-        bad.append("an entry has been pending for more than 5 min")
     if failures_last_hour >= FAILING_PER_HOUR:
-        bad.append(f"{failures_last_hour} failures in the last hour")
+        bad.append(("failing", f"{failures_last_hour} failures in the last hour"))
     elif failures_last_hour:
         warn.append(f"{failures_last_hour} failures in the last hour")
+    oldest = summary.oldest_pending_ms
+    if oldest is not None and now_ms - oldest > OLD_PENDING_MS:
+        warn.append(f"the oldest pending entry was added {human_ms(now_ms - oldest)} ago")
     if summary.dlq_length:
         warn.append(f"{summary.dlq_length} dead-lettered")
+    flagged = {g.group for g in liveness.flagged}
     for g in summary.group_stats:
-        if g.consumers == 0 and (g.pending or g.lag):
+        if g.consumers == 0 and (g.pending or g.lag) and g.name not in flagged:
             warn.append(f"group {g.name} has work but no consumers")
     if bad:
-        label = "stuck" if "pending" in bad[0] else "failing"
-        return Health("bad", label, tuple(bad + warn))
+        return Health("bad", bad[0][0], tuple(reason for _, reason in bad) + tuple(warn))
     if warn:
         return Health("warn", "attention", tuple(warn))
     if not summary.groups:
         return Health("idle", "no groups", ("nobody consumes this stream",))
-    return Health("ok", "ok", ("no stuck entries, failures or dead letters",))
+    return Health("ok", "ok", ("no stuck groups, failures or dead letters",))
 
 
 # --- contexts (shared with the live surfaces, dashboard.live.registry) -----------------
@@ -180,7 +207,10 @@ def _check_visible(stream: str) -> None:
 
 
 def overview_context(*, client: Client) -> dict[str, Any]:
-    """Every visible stream with its health: SCAN, two pipelined round trips, one SQL query."""
+    """Every visible stream with its health: SCAN, two pipelined round trips, one SQL query.
+
+    Health is O(streams + groups + consumers) (``queue_core.health``), never O(pending).
+    """
     overview = selectors.stream_overview(
         client=client,
         patterns=tuple(settings.ACKBOARD_STREAMS),
@@ -192,16 +222,16 @@ def overview_context(*, client: Client) -> dict[str, Any]:
         streams=[s.name for s in overview.streams],
         since=timezone.now() - timedelta(hours=1),
     )
-    rows = [
-        OverviewRow(
-            summary=s,
-            failures_last_hour=failures.get(s.name, 0),
-            health=stream_health(
-                summary=s, failures_last_hour=failures.get(s.name, 0), now_ms=now_ms
-            ),
+    rows = []
+    for s in overview.streams:
+        liveness = queue_health.summary_health(
+            summary=s, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=now_ms
         )
-        for s in overview.streams
-    ]
+        count = failures.get(s.name, 0)
+        badge = stream_health(summary=s, liveness=liveness, failures_last_hour=count, now_ms=now_ms)
+        rows.append(
+            OverviewRow(summary=s, failures_last_hour=count, health=badge, liveness=liveness)
+        )
     return {"overview": overview, "rows": rows, "now_ms": now_ms}
 
 
@@ -251,7 +281,8 @@ def group_context(
     min_idle_s: int = 0,
 ) -> dict[str, Any]:
     """The group page: header (one round trip), a pending page (one XPENDING, or bounded
-    windows with an idle filter), payload previews (one round trip), last failures (SQL)."""
+    windows with an idle filter), payload previews (one round trip), last failures (SQL).
+    Its health (``queue_core.health``) comes from the header's XINFO CONSUMERS."""
     _check_visible(stream)
     detail = selectors.group_detail(client=client, stream=stream, group=group)
     if detail is None:
@@ -270,10 +301,16 @@ def group_context(
         stream=stream, group=group, entry_ids=[r.id for r in page.rows]
     )
     filters = PendingFilters(consumer=consumer, min_idle_s=min_idle_s, start=start or "")
+    health = queue_health.detail_health(
+        detail=detail, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=_now_ms()
+    )
     return {
         "stream": stream,
         "group": group,
         "detail": detail,
+        "health": health,
+        "health_ok": health.state is GroupState.OK,
+        "health_reason": "" if health.state is GroupState.OK else liveness_reason(health),
         "snapshot_id": detail.stream.last_generated_id,
         "rows": pending_rows_view(page.rows, failures),
         "page": page,

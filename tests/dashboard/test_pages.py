@@ -131,15 +131,18 @@ class OverviewTests:
         finally:
             r.delete(outside)
 
-    def test_stuck_entry_marks_the_stream_bad(
+    def test_old_pending_entry_asks_for_attention(
         self, viewer: Client, r: redis.Redis, stream: str
     ) -> None:
+        # Added an hour ago but delivered just now to a live consumer: old, not stuck
+        # ("stuck" comes from the consumers: tests/dashboard/test_health_pages.py).
         make_group(r, stream, "g")
         r.xadd(stream, {"a": "1"}, id=f"{int(time.time() * 1000) - 3_600_000}-0")
         r.xreadgroup("g", "c", {stream: ">"})
         response = viewer.get(reverse("dashboard:overview"))
         (row,) = response.context["rows"]
-        assert (row.health.level, row.health.label) == ("bad", "stuck")
+        assert (row.health.level, row.health.label) == ("warn", "attention")
+        assert any("oldest pending entry was added" in r for r in row.health.reasons)
 
     def test_cap_is_reported(self, viewer: Client, r: redis.Redis, prefix: str) -> None:
         from django.conf import settings

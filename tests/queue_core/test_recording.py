@@ -115,8 +115,8 @@ def dead_letters(r: redis.Redis, stream: str) -> list[dict[str, str]]:
     return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in rows]
 
 
-def pending_ids(r: redis.Redis, stream: str) -> list[str]:
-    rows = r.xpending_range(stream, GROUP, min="-", max="+", count=100)
+def pending_ids(r: redis.Redis, stream: str, group: str = GROUP) -> list[str]:
+    rows = r.xpending_range(stream, group, min="-", max="+", count=100)
     return [row["message_id"].decode() for row in rows]
 
 
@@ -570,3 +570,26 @@ class ImportTests:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True, cwd=Path(__file__).parents[2])  # fmt: skip
         assert out.stdout.strip() == "False"
+
+
+class ExampleTests:
+    def test_the_adapted_workshop_worker_runs_as_documented(
+        self, r: redis.Redis, redis_url: str, prefix: str
+    ) -> None:
+        """``examples/foreign_worker.py``, run as the README says, on a stream of its own."""
+        stream = prefix + "reviews:queue"
+        argv = ["--url", redis_url, "--stream", stream, "--seed", "3", "--max-deliveries", "2",
+                "--reclaim-idle-ms", "0", "--until-idle", "--consumer", "w-example"]  # fmt: skip
+        out = subprocess.run([sys.executable, "-m", "examples.foreign_worker", *argv],
+                             capture_output=True, text=True, timeout=60,
+                             cwd=Path(__file__).parents[2])  # fmt: skip
+
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[-1] == "acked=2 failed=1 dead_lettered=1"
+        assert pending_ids(r, stream, "reviewers") == []
+        (moved,) = dead_letters(r, stream)
+        assert moved["reviewId"] == "r0" and moved[DELIVERIES_FIELD] == "2"
+        assert moved[LAST_ERROR_FIELD].startswith("RuntimeError: could not fetch the diff")
+        assert [(f["attempt"], f["consumer"], f["error_type"]) for f in records(r, stream)] == [
+            ("1", "w-example", "RuntimeError"), ("2", "w-example", "RuntimeError")
+        ]  # fmt: skip

@@ -8,6 +8,7 @@ Worker's own code path (``process_entry``) writes for the same failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -43,8 +44,9 @@ from queue_core.keys import (
     REASON_FIELD,
     stream_keys,
 )
+from queue_core.scripts import DEAD_LETTER
 from queue_core.types import Job
-from tests.factories import add_entries, make_group
+from tests.factories import CountingRedis, add_entries, make_group
 
 GROUP = "reviewers"
 ME = "worker-1"
@@ -424,6 +426,39 @@ class FailureRecordedTests:
         with pytest.raises(ValueError, match="not a stream id"):
             wrapped("nope", "x")
         assert ran == []
+
+    def test_round_trips_are_what_the_docstring_says(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        """Nothing on success; XPENDING, the record and its event on a failure; the script
+        and its event on top when the entry is moved."""
+        client = CountingRedis(connection_pool=redis.ConnectionPool.from_url(redis_url))
+        make_group(r, stream, GROUP)
+        (entry_id,) = add_entries(r, stream, 1)
+        r.xreadgroup(GROUP, ME, {stream: ">"})
+        fail = [True]
+
+        def handle() -> None:
+            if fail[0]:
+                raise Boom("b")
+
+        wrapped = failure_recorded(handle, client=client, stream=stream, group=GROUP,
+                                   consumer=ME, max_deliveries=2)  # fmt: skip
+        costs = []
+        for failing in (False, True):
+            fail[0] = failing
+            client.round_trips = 0
+            with contextlib.suppress(Boom):
+                wrapped(entry_id)
+            costs.append(client.round_trips)
+        r.xclaim(stream, GROUP, ME, 0, [entry_id])  # delivery 2: the last
+        r.script_load(DEAD_LETTER.registered(r).script)  # loaded once per server, not counted
+        client.round_trips = 0
+        assert wrapped(entry_id) is Outcome.DEAD_LETTERED
+        costs.append(client.round_trips)
+
+        assert costs == [0, 3, 5]
+        client.connection_pool.disconnect()
 
     def test_max_deliveries_is_checked(self, r: redis.Redis, stream: str) -> None:
         with pytest.raises(ValueError, match="at least 1"):

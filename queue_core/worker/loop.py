@@ -35,9 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from queue_core.backoff import Backoff
-from queue_core.errors import group_exists, group_missing
+from queue_core.connection import Client
+from queue_core.errors import group_exists, group_missing, topology_changed
 from queue_core.keys import stream_keys
 from queue_core.worker import wire
 from queue_core.worker.config import WorkerConfig, WorkerConfigError
@@ -96,7 +98,8 @@ class Worker:
         self.ready = threading.Event()
 
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: redis.Redis | None = None
+        self._client: Client | None = None
+        self._route: wire.Route | None = None
         self._reader: wire.Line | None = None
         self._acker: wire.Line | None = None
         self._lanes: ThreadLanes | None = None
@@ -152,9 +155,13 @@ class Worker:
         self._loop = loop
         self._stop.attach(loop)
         self._client = self._connect_sync()
-        pool = wire.pool_open(config.url, consumer=config.consumer, block_ms=config.block_ms)
-        self._reader = wire.Line(pool)
-        self._acker = wire.Line(pool)
+        # On a cluster the hot path goes to the primary serving the stream's slot.
+        route = self._route = wire.Route(
+            config.url, consumer=config.consumer, block_ms=config.block_ms,
+            owner=wire.slot_owner(self._client, config.stream),
+        )  # fmt: skip
+        self._reader = wire.Line(route)
+        self._acker = wire.Line(route)
         if not self.is_async:
             self._lanes = ThreadLanes(config.concurrency, loop, "ackboard")
         signals = self._stop.signals_install(loop) if install_signals else []
@@ -178,17 +185,17 @@ class Worker:
                     self._lanes.close()
                 await self._reader.close()
                 await self._acker.close()
-                await pool.aclose()
+                await route.aclose()
                 self._client.close()
         return self.stats
 
-    def _connect_sync(self) -> redis.Redis:
+    def _connect_sync(self) -> Client:
         """The synchronous client, with the group created (at ``group_start``) if missing."""
         config = self.config
         unreachable = f"cannot reach Redis at {wire.url_safe(config.url)}"
         try:
             client = wire.client_open(config.url, consumer=config.consumer)
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             raise WorkerConfigError(f"{unreachable}: {exc}") from exc
         try:
             client.xgroup_create(config.stream, config.group, id=config.group_start, mkstream=True)
@@ -200,7 +207,7 @@ class Worker:
                 raise WorkerConfigError(
                     f"cannot create group {config.group!r} on {config.stream!r}: {exc}"
                 ) from exc
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             client.close()
             raise WorkerConfigError(f"{unreachable}: {exc}") from exc
         return client
@@ -393,8 +400,11 @@ class Worker:
                 cursor=self._sweep.cursor, backlog=self._settles.backlog,
             )  # fmt: skip
         except redis.ResponseError as exc:
-            log.error("XAUTOCLAIM on %s refused: %s", config.stream, exc)
-        except (redis.RedisError, OSError) as exc:
+            if topology_changed(exc):
+                await self._topology_changed("XAUTOCLAIM", exc)
+            else:
+                log.error("XAUTOCLAIM on %s refused: %s", config.stream, exc)
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
             self._outage("XAUTOCLAIM", exc)
         else:
             self._healthy()
@@ -441,6 +451,15 @@ class Worker:
         delay = self._back_off()
         log.warning("%s failed: %s; retrying in %.2fs (attempt %d)", what, exc, delay,
                     self._backoff.failures)  # fmt: skip
+
+    async def _topology_changed(self, what: str, exc: BaseException) -> None:
+        """The sync client's node no longer serves the stream (READONLY, CLUSTERDOWN…, which
+        a cluster client does not follow by itself): refresh its view, then back off."""
+        assert self._client is not None
+        await asyncio.to_thread(wire.topology_refresh, self._client)
+        if self._route is not None:
+            self._route.lost()
+        self._outage(what, exc)
 
     def _back_off(self) -> float:
         """Wait before the next Redis command: capped exponential backoff with jitter

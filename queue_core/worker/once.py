@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from queue_core.connection import Client
 from queue_core.failures import FailureBacklog, now_ms
 from queue_core.parsing import FieldParser, fields_parse
 from queue_core.types import Delivery, Job, Outcome, Reclaimed, UnparseableEntry
@@ -37,7 +38,7 @@ log = logging.getLogger("queue_core.worker")
 
 def process_entry(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     consumer: str,
@@ -86,7 +87,7 @@ def process_entry(
 
 
 def _job_run(
-    client: redis.Redis,
+    client: Client,
     job: Job,
     handler: Handler,
     settle: Callable[..., Settled],
@@ -138,7 +139,7 @@ async def _await(awaitable: Awaitable[Any]) -> None:
 
 def reclaim_stale(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     consumer: str,
@@ -192,7 +193,7 @@ def reclaim_stale(
 
 
 def _delivery_counts(
-    client: redis.Redis, stream: str, group: str, consumer: str, ids: list[str]
+    client: Client, stream: str, group: str, consumer: str, ids: list[str]
 ) -> dict[str, int]:
     """Each claimed entry's delivery count, in one pipelined round trip (none when empty).
 
@@ -211,7 +212,7 @@ def _delivery_counts(
 
 
 def _deleted_claimed(
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     consumer: str,

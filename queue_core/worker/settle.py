@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 import redis
+from redis.exceptions import RedisClusterException
 
+from queue_core.connection import Client
+from queue_core.errors import topology_changed
 from queue_core.events import event_publish
 from queue_core.failures import (
     FailureBacklog,
@@ -53,7 +56,7 @@ class Settled:
 
 def settlements_write(
     *,
-    client: redis.Redis,
+    client: Client,
     stream: str,
     group: str,
     consumer: str,
@@ -113,7 +116,7 @@ class _Fate(Enum):
 
 
 def _dead_letter(
-    *, client: redis.Redis, stream: str, group: str, consumer: str, item: Settlement
+    *, client: Client, stream: str, group: str, consumer: str, item: Settlement
 ) -> _Fate:
     """Move one entry to the DLQ; logs why when it does not."""
     assert item.dead_letter_reason is not None
@@ -136,9 +139,13 @@ def _dead_letter(
         log.error("could not dead-letter %s %s (%s); it stays pending",
                   stream, item.entry_id, exc.__cause__ or exc)  # fmt: skip
         return _Fate.KEPT
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         log.error("could not dead-letter %s %s (%s); it stays pending", stream, item.entry_id, exc)
-        away = isinstance(exc, redis.ConnectionError | redis.TimeoutError)
+        # Unreachable, or this node no longer serves the slot (READONLY, CLUSTERDOWN…, a
+        # failover under way): the rest would fail alike, so they wait for the next try.
+        away = isinstance(
+            exc, redis.ConnectionError | redis.TimeoutError | RedisClusterException
+        ) or (isinstance(exc, redis.ResponseError) and topology_changed(exc))
         return _Fate.REDIS_AWAY if away else _Fate.KEPT
     if result is None:
         log.info(
@@ -176,9 +183,7 @@ class SettleBatch:
         """Something to write now, and no write under way."""
         return self.task is None and bool(self.queued or (self.backlog and now >= self.retry_at))
 
-    async def write(
-        self, *, client: redis.Redis, stream: str, group: str, consumer: str
-    ) -> Settled:
+    async def write(self, *, client: Client, stream: str, group: str, consumer: str) -> Settled:
         """Write everything queued (and the backlog) with ``settlements_write``, in a thread."""
         items, self.queued = self.queued, []
         self.writing = items

@@ -3,7 +3,18 @@
 Owns how the loop talks to Redis: a synchronous client for everything rare (failure
 records, dead-letters, reclaim sweeps, group creation), and on an asyncio pool the hot
 path's two commands, XREADGROUP and XACK, sent raw on one connection each. Never decides
-what to ack: callers hand it ids whose outcome is known. Figures (2-core machine, local
+what to ack: callers hand it ids whose outcome is known.
+
+On a Redis Cluster (detected from the server by ``connect``: the same URL setting) the
+synchronous client is a ``RedisCluster`` and the hot path's ``Route`` points at the
+primary serving the stream's slot (a stream and its companions share one). A MOVED moves
+the route at once and the command is sent again there; an ASK (a slot migration under
+way) sends that one command with ASKING to the node named; any other sign of a changed
+topology (a dropped connection, READONLY, CLUSTERDOWN, TRYAGAIN…, read by
+``queue_core.errors``) drops the connection, marks the slot map stale and raises
+``TopologyChanged``, a connection error: the loop backs off (capped, jittered) and the
+next connection asks the cluster where the slot lives now. None of this is on the hot
+path: a single node's ``Line.call`` is the same two awaits as before. Figures (2-core machine, local
 Redis 7.0, no-op handler; DESIGN.md section 6; ``benchmarks/worker_throughput.py``
 re-measures the whole loop):
 
@@ -21,55 +32,227 @@ Replies are hiredis's own (RESP2 or RESP3 shapes), with no response callbacks.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import re
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import hiredis
 import redis
 import redis.asyncio as aredis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.connection import HiredisRespSerializer
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
-from queue_core.connection import connect
+from queue_core.connection import Client, connect
+from queue_core.errors import Redirect, error_code, redirect, topology_changed
+
+log = logging.getLogger("queue_core.worker")
 
 #: Ids per XACK: bounds one command's size (and Redis's time in it) on a huge batch.
 XACK_MAX_IDS = 10_000
+#: MOVED replies followed for one command before giving up (the slot map is then
+#: refreshed after a backoff): a cluster still settling a failover may redirect in a circle.
+MAX_REDIRECTS = 5
+
+#: Where the stream's slot is served now, as (host, port); ``True`` asks for a fresh slot
+#: map first. Runs in a thread (it may do a round trip). None on a single node.
+SlotOwner = Callable[[bool], tuple[str, int]]
+
+
+class TopologyChanged(redis.ConnectionError):
+    """The node answering the hot path no longer serves it (READONLY, CLUSTERDOWN, a
+    redirect loop, no reachable node…). A connection error, so the loop backs off and
+    reconnects; on a cluster the next connection asks for the slot's owner first."""
+
+
+class Route:
+    """Where the hot path's connections go.
+
+    A single node: the URL's pool, always. A cluster: the pool of the primary serving the
+    stream's slot, found with ``owner`` before the first connection, moved by a MOVED
+    reply, and looked up again (with a fresh slot map) after a lost connection or a
+    topology error. One pool per node address, kept until ``aclose``.
+    """
+
+    def __init__(
+        self, url: str, *, consumer: str, block_ms: int, owner: SlotOwner | None = None
+    ) -> None:
+        self._open = functools.partial(pool_open, url, consumer=consumer, block_ms=block_ms)
+        self._owner = owner
+        self._pools: dict[tuple[str, int] | None, aredis.ConnectionPool] = {}
+        self._address: tuple[str, int] | None = None
+        #: Ask ``owner`` before the next connection (at start, and after a topology change).
+        self._stale = owner is not None
+        self._refresh = False
+        #: Redirects followed, by kind (MOVED, ASK), and slot-map lookups: for logs and tests.
+        self.followed: Counter[str] = Counter()
+
+    @property
+    def cluster(self) -> bool:
+        return self._owner is not None
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The node the route points at (None on a single node)."""
+        return self._address
+
+    async def pool(self) -> aredis.ConnectionPool:
+        """The pool to take the next connection from: O(1), but one slot-map lookup (a
+        round trip when it must be refreshed, in a thread) after a topology change."""
+        if self._stale:
+            assert self._owner is not None
+            self._go_to(await asyncio.to_thread(self._owner, self._refresh))
+            self.followed["lookup"] += 1
+            self._stale = self._refresh = False
+        return self._at(self._address)
+
+    def moved(self, where: Redirect) -> None:
+        """MOVED: the slot is served at ``where`` for good; the next connection goes there."""
+        self.followed["MOVED"] += 1
+        host = where.host or (self._address[0] if self._address else "")
+        if not host:
+            self.lost()  # nowhere to go: ask the slot map
+            return
+        self._go_to((host, where.port))
+
+    def lost(self) -> None:
+        """A connection broke or the node refused (a cluster's topology may have changed):
+        look the slot's owner up in a fresh slot map before the next connection."""
+        if self._owner is not None:
+            self._stale = self._refresh = True
+
+    def ask_pool(self, host: str, port: int) -> aredis.ConnectionPool:
+        """ASK: the pool of the node importing the slot, for one command (opened once)."""
+        self.followed["ASK"] += 1
+        return self._at((host, port))
+
+    def _go_to(self, address: tuple[str, int]) -> None:
+        if address != self._address:
+            log.info("hot path now on %s:%d (the stream's slot owner)", *address)
+        self._address = address
+
+    def _at(self, address: tuple[str, int] | None) -> aredis.ConnectionPool:
+        pool = self._pools.get(address)
+        if pool is None:
+            pool = self._pools[address] = self._open(address=address)
+        return pool
+
+    async def aclose(self) -> None:
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            await pool.aclose()
 
 
 class Line:
     """One pooled connection driven with raw send/read: the hot path's two commands skip
     the client's per-command machinery (pool checkout, retry wrapper, metrics), about
     20 µs each. Any error but a Redis error reply drops the connection; the next call
-    opens a new one.
+    opens a new one. A topology reply (MOVED, ASK, READONLY…) is handled off the hot
+    path, in ``_rerouted``.
     """
 
-    def __init__(self, pool: aredis.ConnectionPool) -> None:
-        self._pool = pool
+    def __init__(self, route: Route) -> None:
+        self._route = route
         self._conn: Any = None
+        self._pool: aredis.ConnectionPool | None = None
 
     async def call(self, *args: Any) -> Any:
         conn = self._conn
         if conn is None:
-            conn = self._conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            conn = await self._connect()
         try:
             await conn.send_packed_command(hiredis.pack_command(args), check_health=False)
             return await conn.read_response()
-        except redis.ResponseError:
-            raise  # a whole error reply was read: the connection is still in step
+        except redis.ResponseError as exc:
+            # A whole error reply was read: the connection is still in step.
+            if topology_changed(exc):
+                return await self._rerouted(exc, args)
+            raise
         except BaseException:
             # Cancelled or broken mid-command: the reply may still be on its way, so this
             # connection can never be trusted again.
-            self._conn = None
-            await conn.disconnect()
-            await self._pool.release(conn)
+            await self._drop(broken=True)
             raise
 
+    async def _connect(self) -> Any:
+        pool = await self._route.pool()
+        try:
+            conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        except BaseException:
+            self._route.lost()  # that node may be gone: ask the slot map next time
+            raise
+        self._conn, self._pool = conn, pool
+        return conn
+
+    async def _drop(self, *, broken: bool) -> None:
+        conn, pool, self._conn = self._conn, self._pool, None
+        if broken:
+            self._route.lost()
+        if conn is not None and pool is not None:
+            if broken:
+                await conn.disconnect()
+            await pool.release(conn)
+
+    async def _rerouted(self, exc: redis.ResponseError, args: tuple[Any, ...]) -> Any:
+        """The node answered that it does not serve this command (the command did not run).
+
+        MOVED: follow it (up to MAX_REDIRECTS in a row) and send the command again. ASK:
+        send this one command with ASKING to the node named. Anything else (READONLY,
+        CLUSTERDOWN, TRYAGAIN, UNBLOCKED, or a redirect on a single node): drop the
+        connection and raise TopologyChanged, so the loop backs off and reconnects.
+        """
+        for _ in range(MAX_REDIRECTS):
+            where = redirect(exc) if self._route.cluster else None
+            if where is None:
+                break
+            if where.ask:
+                return await self._asking(where, args)
+            await self._drop(broken=False)
+            self._route.moved(where)
+            conn = await self._connect()
+            try:
+                await conn.send_packed_command(hiredis.pack_command(args), check_health=False)
+                return await conn.read_response()
+            except redis.ResponseError as again:
+                if not topology_changed(again):
+                    raise
+                exc = again
+            except BaseException:
+                await self._drop(broken=True)
+                raise
+        await self._drop(broken=False)
+        self._route.lost()
+        raise TopologyChanged(f"{error_code(exc)} {exc}".strip()) from exc
+
+    async def _asking(self, where: Redirect, args: tuple[Any, ...]) -> Any:
+        """One command on the node importing the slot, after ASKING (the slot map stays)."""
+        host = where.host or (self._route.address or ("",))[0]
+        pool = self._route.ask_pool(host, where.port)
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            packed = hiredis.pack_command(("ASKING",)) + hiredis.pack_command(args)
+            await conn.send_packed_command(packed, check_health=False)
+            await conn.read_response()  # +OK
+            return await conn.read_response()
+        except redis.ResponseError as exc:
+            if topology_changed(exc):
+                self._route.lost()
+                raise TopologyChanged(f"{error_code(exc)} {exc}".strip()) from exc
+            raise
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+
     async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await self._pool.release(conn)
+        await self._drop(broken=False)
 
 
 async def new_entries_read(
@@ -148,9 +331,15 @@ def _connection_class(url: str) -> type[aredis.Connection]:
     return aredis.Connection
 
 
-def pool_open(url: str, *, consumer: str, block_ms: int) -> aredis.ConnectionPool:
-    """The hot path's pool: read timeout above the XREADGROUP block, no redis-py retries."""
-    return aredis.ConnectionPool.from_url(
+def pool_open(
+    url: str, *, consumer: str, block_ms: int, address: tuple[str, int] | None = None
+) -> aredis.ConnectionPool:
+    """The hot path's pool: read timeout above the XREADGROUP block, no redis-py retries.
+
+    ``address`` (a cluster node's host and port) replaces the URL's; the rest of the URL
+    (credentials, TLS) is kept.
+    """
+    pool = aredis.ConnectionPool.from_url(
         url,
         connection_class=_connection_class(url),
         decode_responses=False,
@@ -160,22 +349,60 @@ def pool_open(url: str, *, consumer: str, block_ms: int) -> aredis.ConnectionPoo
         client_name=consumer,
         max_connections=8,
     )
+    if address is not None:
+        pool.connection_kwargs.update(host=address[0], port=address[1])
+    return pool
 
 
-def client_open(url: str, *, consumer: str) -> redis.Redis:
+def client_open(url: str, *, consumer: str) -> Client:
     """The synchronous client for the rare writes, checked with one PING.
 
-    No redis-py retries: the loop's own backoff decides. Raises the RedisError when
-    Redis cannot be reached.
+    A ``RedisCluster`` when the server is a cluster node (``connect`` asks it). No
+    redis-py retries: the loop's own backoff decides (a cluster client still follows
+    MOVED and ASK itself). Raises the RedisError (or RedisClusterException) when Redis
+    cannot be reached.
     """
-    client = connect(url, socket_timeout=10.0, client_name=consumer)
+    client: Client = connect(url, socket_timeout=10.0, client_name=consumer)
     client.set_retry(Retry(NoBackoff(), 0))
     try:
         client.ping()
-    except redis.RedisError:
+    except (redis.RedisError, RedisClusterException):
         client.close()
         raise
     return client
+
+
+def slot_owner(client: Client, stream: str) -> SlotOwner | None:
+    """How a Route finds the primary serving ``stream``'s slot: None on a single node."""
+    if not isinstance(client, RedisCluster):
+        return None
+    return functools.partial(_slot_owner, client, stream)
+
+
+def _slot_owner(client: RedisCluster, stream: str, refresh: bool) -> tuple[str, int]:
+    """From the sync client's slot map (refreshed first when asked: one CLUSTER SLOTS,
+    which also serves the rare writes). No reachable node, or the slot not served yet
+    (a failover under way), is a TopologyChanged: back off and ask again."""
+    try:
+        if refresh:
+            client.nodes_manager.initialize()
+        node = client.get_node_from_key(stream)  # type: ignore[no-untyped-call]
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise TopologyChanged(f"cannot find the node serving {stream!r}: {exc}") from exc
+    return str(node.host), int(node.port)
+
+
+def topology_refresh(client: Client) -> None:
+    """After a topology error on the sync client: a cluster reloads its slot map, a single
+    node drops its idle connections (a failover behind one DNS name gives new ones the new
+    primary). Best effort; a failure is logged and the next command tries again."""
+    try:
+        if isinstance(client, RedisCluster):
+            client.nodes_manager.initialize()
+        else:
+            client.connection_pool.disconnect()
+    except (redis.RedisError, RedisClusterException, OSError) as exc:
+        log.warning("refreshing the topology failed: %s", exc)
 
 
 def url_safe(url: str) -> str:

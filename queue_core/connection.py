@@ -164,5 +164,11 @@ def connect(
     return client
 
 
-def is_cluster(client: Client) -> bool:
-    return isinstance(client, RedisCluster)
+def publisher(client: Client, key: str) -> redis.Redis:
+    """A plain client that can pipeline PUBLISH: ``client`` itself, or on a cluster the
+    primary that serves ``key`` (redis-py refuses PUBLISH in a cluster pipeline; a classic
+    PUBLISH on any node reaches the subscribers of every node)."""
+    if isinstance(client, RedisCluster):
+        node: redis.Redis = client.get_redis_connection(client.get_node_from_key(key))  # type: ignore[no-untyped-call]
+        return node
+    return client

@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from queue_core.connection import Client
+from queue_core.connection import Client, publisher
 from queue_core.events import event_message
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
 
@@ -229,8 +229,14 @@ def _backlog_settle(
 def _events_publish(client: Client, stream: str, written: list[FailureRecord]) -> None:
     """One pipelined round trip for all the events, not one PUBLISH each: in a failure
     storm every attempt lands here, and per-record round trips capped the worker at a few
-    thousand failures a second."""
-    pipe = client.pipeline(transaction=False)
+    thousand failures a second. On a cluster the pipeline goes to the node that serves the
+    stream (redis-py refuses PUBLISH in a cluster pipeline); PUBLISH reaches subscribers
+    on every node of the cluster."""
+    try:
+        pipe = publisher(client, stream).pipeline(transaction=False)
+    except redis.RedisError as exc:
+        log.warning("could not publish %d failure events for %s: %s", len(written), stream, exc)
+        return
     for record in written:
         message = event_message(
             type="failure", stream=stream, group=record.group, entry_id=record.entry_id

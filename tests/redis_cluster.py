@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ BUS_OFFSET = 10000
 def _command(client: redis.Redis, *args: str | int) -> Any:
     """A raw command on one node (CLUSTER …, ROLE): redis-py's execute_command is untyped."""
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _port_free(port: int) -> bool:
@@ -243,6 +248,63 @@ class RedisCluster:
                     return
                 time.sleep(0.02)
             raise RuntimeError(f"node {replica_port} did not become a primary")
+        finally:
+            client.close()
+
+    # -- slot migration (for MOVED and ASK) --------------------------------------------
+
+    def _node_id(self, port: int) -> str:
+        client = self.node(port).client()
+        try:
+            return str(_text(_command(client, "CLUSTER", "MYID")))
+        finally:
+            client.close()
+
+    def _migrate_keys(self, source: int, target: int, keys: list[str]) -> None:
+        if not keys:
+            return
+        client = self.node(source).client(timeout=10)
+        try:
+            _command(client, "MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys)
+        finally:
+            client.close()
+
+    def _slot_keys(self, port: int, slot: int) -> list[str]:
+        client = self.node(port).client()
+        try:
+            return [_text(k) for k in _command(client, "CLUSTER", "GETKEYSINSLOT", slot, 1000)]
+        finally:
+            client.close()
+
+    @contextlib.contextmanager
+    def slot_migrating(self, slot: int, target: int, *, keys: list[str]) -> Iterator[None]:
+        """Start moving ``slot`` to the primary on ``target`` and move only ``keys``: inside
+        the block, a command for a moved key is answered with ASK by the source. On exit
+        the rest of the slot moves and every node is told its new owner."""
+        source = self.port_for_slot(slot)
+        source_id, target_id = self._node_id(source), self._node_id(target)
+        self._setslot(target, slot, "IMPORTING", source_id)
+        self._setslot(source, slot, "MIGRATING", target_id)
+        self._migrate_keys(source, target, keys)
+        try:
+            yield
+        finally:
+            while rest := self._slot_keys(source, slot):
+                self._migrate_keys(source, target, rest)
+            for port in self.primary_ports():
+                self._setslot(port, slot, "NODE", target_id)
+            self.wait_until_ok()
+
+    def migrate_slot(self, slot: int, target: int) -> None:
+        """Move ``slot`` (and its keys) to the primary on ``target``; clients that cached
+        the old owner get MOVED."""
+        with self.slot_migrating(slot, target, keys=[]):
+            pass
+
+    def _setslot(self, port: int, slot: int, *args: str) -> None:
+        client = self.node(port).client()
+        try:
+            _command(client, "CLUSTER", "SETSLOT", slot, *args)
         finally:
             client.close()
 

@@ -20,7 +20,9 @@ from typing import Any, Generic, TypeVar
 
 import redis
 from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from queue_core.connection import Client
 from queue_core.errors import action_refusal
@@ -107,17 +109,31 @@ class ScriptCall(Generic[R]):
             raise action_refusal(exc, stream=self.stream, group=self.group) from exc
         return self.parse(reply)
 
-    def queue(self, pipe: Pipeline) -> None:
+    def queue(self, pipe: Pipeline | ClusterPipeline) -> None:
         """Add the run to ``pipe``; parse its reply from ``pipe.execute()`` with ``parse``.
 
         Does what ``Script.__call__`` does for a pipeline, without its per-call import:
         registering the script with ``pipe.scripts`` makes redis-py check (and load) it
         before the pipeline runs. Measured: 2 µs a call instead of 6 (``benchmarks/
-        bulk_scope.py``; a bulk request queues up to 1,000).
+        bulk_scope.py``; a bulk request queues up to 1,000). A cluster pipeline has no
+        such check: ``calls_pipelined`` loads and runs again what came back NOSCRIPT.
         """
         script = self.script.registered(pipe)
-        pipe.scripts.add(script)
-        pipe.evalsha(script.sha, len(self.keys), *self.keys, *self.args)
+        if isinstance(pipe, Pipeline):
+            pipe.scripts.add(script)
+            pipe.evalsha(script.sha, len(self.keys), *self.keys, *self.args)
+        else:
+            # redis-py blocks ``evalsha`` on a cluster pipeline; the raw command is routed
+            # by its keys like any other (they share one slot: ``queue_core.keys``).
+            pipe.execute_command("EVALSHA", script.sha, len(self.keys), *self.keys, *self.args)  # type: ignore[no-untyped-call]
+
+
+def _pipelined(client: Client, calls: Sequence[ScriptCall[Any]]) -> list[Any]:
+    pipe = client.pipeline(transaction=False)
+    for call in calls:
+        call.queue(pipe)
+    replies: list[Any] = pipe.execute(raise_on_error=False)
+    return replies
 
 
 def calls_pipelined(client: Client, calls: Sequence[ScriptCall[R]]) -> list[R | Exception]:
@@ -128,11 +144,25 @@ def calls_pipelined(client: Client, calls: Sequence[ScriptCall[R]]) -> list[R | 
     ``queue_core.errors``; connection errors and timeouts raise. A NOSCRIPT reply (the
     server flushed its scripts between redis-py's check and the run) means that call
     did nothing. No calls, no round trip.
+
+    On a cluster the pipeline is split by node, one round trip to each primary that
+    serves one of the calls' streams, with no SCRIPT EXISTS first: the calls that come
+    back NOSCRIPT (a primary that never ran the script, or a replica promoted since)
+    did nothing, so their scripts are loaded on every primary and those calls run
+    once more.
     """
-    pipe = client.pipeline(transaction=False)
-    for call in calls:
-        call.queue(pipe)
-    replies = pipe.execute(raise_on_error=False)
+    if not calls:
+        return []
+    replies = _pipelined(client, calls)
+    if isinstance(client, RedisCluster):
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            for script in {calls[i].script.name: calls[i].script for i in missing}.values():
+                client.script_load(script.registered(client).script)
+            for i, reply in zip(
+                missing, _pipelined(client, [calls[i] for i in missing]), strict=True
+            ):
+                replies[i] = reply
     return [
         reply if isinstance(reply, Exception) else call.parse(reply)
         for call, reply in zip(calls, replies, strict=True)

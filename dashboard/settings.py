@@ -203,26 +203,31 @@ ACKBOARD_LIVE_RECHECK = float(os.environ.get("ACKBOARD_LIVE_RECHECK", "2.0"))
 
 # Two channel layers (DESIGN.md §7, Fan-out). "default" carries the broadcaster's pushes to
 # the sockets of this process: its groups are per process anyway, so a push never needs
-# Redis, and a Redis restart (which empties channels-redis's group sets) cannot silence an
-# open socket. "shared" is channels-redis, for what must reach every web process: the
-# notice that a session ended (dashboard/live/session.py).
+# Redis, and a Redis restart cannot silence an open socket. "shared" is for what must
+# reach every web process: the notice that a session ended (dashboard/live/session.py).
 #
-# The Redis layer's connection is configured explicitly. channels-redis receives with a
-# 5 s blocking pop (BZPOPMIN); from a bare URL, redis-py 8 gives the connection a 5 s read
-# timeout, which loses that race: "Timeout reading from …" every 5-10 s on an idle socket.
-# Reads get 10 s (the pop plus room for a loaded server), keepalive and a health check
-# find dead connections, and a short retry reconnects a blocked pop across a quick Redis
-# restart instead of failing the receive.
-_LAYER_POP_S = 5  # channels_redis.core.RedisChannelLayer.brpop_timeout
+# "shared" is channels-redis's pub/sub layer: PUBLISH/SUBSCRIBE only, no keys, so the one
+# URL works on a standalone Redis and on any node of a Redis Cluster (a classic PUBLISH
+# reaches the subscribers of every node; channels-redis's list-based layer does not speak
+# the cluster protocol: its BZPOPMIN and multi-key scripts get MOVED/CROSSSLOT). Delivery
+# is at most once, to processes listening at the time: a notice lost during an outage is
+# caught by the socket's own session re-check within ACKBOARD_LIVE_RECHECK seconds.
+# ACKBOARD_CHANNELS_URL puts the layer on another server (default: ACKBOARD_REDIS_URL).
+#
+# The connection is configured explicitly, not from a bare URL: keepalive and a health
+# check find dead connections, reads get a bounded timeout, and a short retry reconnects
+# (redis-py re-subscribes on reconnect) across a quick Redis restart.
+_LAYER_READ_S = 10
+ACKBOARD_CHANNELS_URL = os.environ.get("ACKBOARD_CHANNELS_URL") or ACKBOARD_REDIS_URL
 CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
     "shared": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
             "hosts": [
                 {
-                    "address": ACKBOARD_REDIS_URL,
-                    "socket_timeout": _LAYER_POP_S + 5,
+                    "address": ACKBOARD_CHANNELS_URL,
+                    "socket_timeout": _LAYER_READ_S,
                     "socket_connect_timeout": 2,
                     "socket_keepalive": True,
                     "health_check_interval": 15,

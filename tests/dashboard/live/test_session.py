@@ -143,14 +143,14 @@ class SessionEndTests:
         redis_url: str,
         prefix: str,
     ) -> None:
-        # Production's layers: pushes in-process, the session notice on the Redis layer,
-        # as another web process would send it.
+        # Production's layers: pushes in-process, the session notice on the Redis pub/sub
+        # layer, as another web process would send it.
         config = _layer_config(redis_url)
         config["prefix"] = prefix + "channels:"
         live_settings.CHANNEL_LAYERS = {
             "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
             session.SHARED_LAYER: {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
                 "CONFIG": config,
             },
         }
@@ -158,11 +158,15 @@ class SessionEndTests:
         login = await login_as("view_queues")
         ws = await _open_group_socket(login, r, stream)
         session_group = session.session_group(login.client.session.session_key)
-        group_key = f"{config['prefix']}:group:{session_group}"  # channels-redis's naming
+        group_channel = f"{config['prefix']}__group__{session_group}"  # channels-redis's naming
+
+        def subscribers() -> int:
+            return int(dict(r.pubsub_numsub(group_channel)).get(group_channel.encode(), 0))
+
         deadline = time.monotonic() + 2
-        while not r.exists(group_key) and time.monotonic() < deadline:
+        while not subscribers() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        assert r.exists(group_key), "the socket joined its session group in Redis"
+        assert subscribers() == 1, "the socket subscribed to its session group in Redis"
         await sync_to_async(login.client.logout)()
         code, took = await _closed_with(ws, timeout=2.0)
         assert code == session.CLOSE_LOGIN

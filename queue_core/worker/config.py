@@ -3,8 +3,10 @@
 Owns every worker setting in one declaration: its default, its rule (checked when the
 config is built, with a one-line WorkerConfigError) and, for those an operator sets, its
 ``queue_worker`` flag and help text. The command adds the flags to its parser and builds
-the config from the parsed options; the demo writes its workers' command lines with
-``worker_argv``: so a setting is declared once. Also owns loading a handler from
+the config from the parsed options; the demo and a fleet (``--processes``, see
+``fleet``) write their workers' command lines with ``worker_argv``: so a setting is
+declared once. ``--processes`` is the one flag that is not a WorkerConfig setting: each
+process runs one Worker. Also owns loading a handler from
 ``package.module:function`` and the default consumer name. Never touches Redis; costs
 nothing after construction.
 """
@@ -184,8 +186,26 @@ def _flags() -> list[tuple[dataclasses.Field[Any], _Flag]]:
     ]
 
 
+#: ``--processes``: how many worker processes the command runs on the group.
+PROCESSES = _Flag(
+    "Worker processes on the group (default 1). Above 1 a parent supervises them: each "
+    "has its own consumer name (--consumer NAME gives NAME-1 ... NAME-N), a child that "
+    "dies is restarted with backoff, and one SIGTERM/SIGINT stops them all gracefully.",
+    type=int,
+)
+
+
+def processes_check(value: object) -> int:
+    """``--processes``: a whole number >= 1. Raises WorkerConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise WorkerConfigError(f"processes must be a whole number >= 1, not {value!r}")
+    return value
+
+
 def worker_arguments_add(parser: ArgumentParser) -> None:
-    """Add every worker flag (``--stream`` ... ``--grace-seconds``) to ``parser``."""
+    """Add every worker flag (``--stream`` ... ``--grace-seconds``, ``--processes``) to
+    ``parser``."""
+    parser.add_argument("--processes", default=1, type=PROCESSES.type, help=PROCESSES.help)
     for setting, flag in _flags():
         options: dict[str, Any] = {"help": flag.help}
         if flag.required:
@@ -209,16 +229,30 @@ def worker_config_from_options(options: Mapping[str, Any], **settings: Any) -> W
 
 
 def worker_argv(**values: object) -> list[str]:
-    """``queue_worker`` flags for ``values`` (WorkerConfig names), in declaration order.
+    """``queue_worker`` flags for ``values`` (WorkerConfig names, and ``processes``), in
+    declaration order.
 
     ``worker_argv(stream="s", batch=10)`` is ``["--stream", "s", "--batch", "10"]``. A
-    name with no flag raises TypeError, so a typo cannot pass silently.
+    value of None is left out (the flag's default). A name with no flag raises TypeError,
+    so a typo cannot pass silently.
     """
-    unknown = set(values) - {setting.name for setting, _ in _flags()}
+    names = ["processes", *(setting.name for setting, _ in _flags())]
+    unknown = set(values) - set(names)
     if unknown:
         raise TypeError(f"no queue_worker flag for {', '.join(sorted(unknown))}")
     argv: list[str] = []
-    for setting, _ in _flags():
-        if setting.name in values:
-            argv += ["--" + setting.name.replace("_", "-"), str(values[setting.name])]
+    for name in names:
+        if values.get(name) is not None:
+            argv += ["--" + name.replace("_", "-"), str(values[name])]
     return argv
+
+
+def worker_argv_from_options(options: Mapping[str, Any], **overrides: object) -> list[str]:
+    """The flags that reproduce parsed ``queue_worker`` options (without ``--processes``),
+    with ``overrides`` (WorkerConfig names) in place of theirs: a fleet's child command
+    lines. An empty ``consumer`` is left out, so the child picks its own default."""
+    values: dict[str, object] = {setting.name: options[setting.name] for setting, _ in _flags()}
+    values.update(overrides)
+    if not values.get("consumer"):
+        values.pop("consumer", None)
+    return worker_argv(**values)

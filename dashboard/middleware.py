@@ -23,6 +23,15 @@ from queue_core.errors import invalid_id
 log = logging.getLogger("ackboard.web")
 
 
+def redis_problem(exception: redis.RedisError) -> str:
+    """One line saying what went wrong with Redis: the banner's, the API's and the CLI's."""
+    if isinstance(exception, redis.TimeoutError):
+        return "Redis did not answer in time."
+    if isinstance(exception, redis.ConnectionError):
+        return "Redis is unreachable."
+    return f"Redis refused the request: {exception}"
+
+
 class RedisErrorMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -41,12 +50,7 @@ class RedisErrorMiddleware:
                 {"exception": f"Redis rejected an id in that request: {exception}"},
                 status=400,
             )
-        if isinstance(exception, redis.TimeoutError):
-            problem = "Redis did not answer in time."
-        elif isinstance(exception, redis.ConnectionError):
-            problem = "Redis is unreachable."
-        else:
-            problem = f"Redis refused the request: {exception}"
+        problem = redis_problem(exception)
         template = (
             "dashboard/redis_error.html#error-banner"
             if getattr(request, "htmx", False)

@@ -95,3 +95,28 @@ class IndexedFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream} {self.entry_id} #{self.attempt} {self.error_type}"
+
+
+class ApiToken(models.Model):
+    """A user's secret for the JSON API (``dashboard.api_tokens``), issued and revoked by an
+    admin. Only a SHA-256 of the secret is stored; ``key_id`` is its public, unique part,
+    which finds the row and names the token in lists. A revoked token stays, for the record.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, help_text="What it is for, e.g. 'on-call scripts'.")
+    key_id = models.CharField(max_length=24, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        state = " (revoked)" if self.revoked_at is not None else ""
+        return f"{self.name} [{self.key_id}] of {self.user}{state}"

@@ -2,10 +2,11 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import URLPattern, URLResolver, include, path, register_converter
+from django.urls import URLPattern, URLResolver, include, path, re_path, register_converter
 
 from dashboard import converters
 from dashboard.views import actions as action_views
+from dashboard.views import api as api_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views
 from dashboard.views import failure_search as failure_views
@@ -51,6 +52,11 @@ app_patterns: list[URLPattern | URLResolver] = [
         action_views.dlq_action,
         name="dlq-action",
     ),
+    # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
+    re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
+    re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),
+    re_path(r"^api/v1/whoami/?$", api_views.api_whoami, name="api-whoami"),
+    re_path(r"^api/(?P<rest>.*)$", api_views.api_not_found, name="api-not-found"),
 ]
 
 urlpatterns = [

@@ -1,0 +1,192 @@
+"""The JSON API: every operator action for scripts, as a token's user.
+
+Owns the ``/api/v1/`` routes: authentication by a per-user token
+(``Authorization: Bearer ackb_…``, see ``dashboard.api_tokens``), parsing a JSON body
+into the fields a button posts, and JSON answers with their status codes: 400 bad input,
+401 no or bad token, 403 no permission, 404 unknown action, stream, group or entry, 405
+wrong method, 409 changed or refused by a guard, 503 Redis down. Never HTML, never a 500
+for any of these. The action itself goes through ``dashboard.views.remote`` into the
+buttons' runner: the same permission, form, guard, service call and audit row, naming
+the token's user and the channel "api".
+
+CSRF: these views are ``csrf_exempt``, and that is safe because they never look at the
+session. The only credential is the bearer token, which a browser never attaches by
+itself; a request carrying only a session cookie is a 401 here. So a forged cross-site
+request has nothing to ride on, which is the attack CSRF tokens prevent. Every other
+route keeps CSRF (``tests/dashboard/test_safety.py`` checks both).
+
+It never talks to Redis or writes audit rows itself. Costs: one token SELECT (and at
+most one UPDATE a minute), then the action's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import redis
+from django.contrib.auth.models import User
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+
+from dashboard.api_tokens import token_authenticate
+from dashboard.middleware import redis_problem
+from dashboard.permissions import ACTION_PERMISSIONS, may_act
+from dashboard.views.action_runner import BadRequest
+from dashboard.views.actions import ACTIONS
+from dashboard.views.remote import Answer, Fields, action_answer, bulk_answer, refusal
+from queue_core.errors import invalid_id
+
+#: Body keys that name the target; every other key is a form field of the action.
+TARGET_KEYS = ("stream", "group", "id")
+
+ApiView = Callable[..., Answer]
+
+
+def _respond(answer: Answer) -> JsonResponse:
+    response = JsonResponse(answer.payload, status=answer.status)
+    if answer.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="ackboard"'
+    return response
+
+
+def _token_user(request: HttpRequest) -> User | None:
+    """The user of the request's live bearer token; None without one. Never the session."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    row = token_authenticate(token.strip())
+    return row.user if row is not None else None
+
+
+def _body(request: HttpRequest) -> dict[str, Any]:
+    """The JSON object posted; {} for an empty body."""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise BadRequest("the request body is too large") from None
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key, "")
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{key} is required (a string)")
+    return value
+
+
+def _fields(body: dict[str, Any]) -> Fields:
+    """The button's form fields from the body: text as is, numbers as digits, true as
+    "1" (``confirm``), ``ids`` as a list of strings."""
+    fields: dict[str, str | list[str]] = {}
+    for key, value in body.items():
+        if key in TARGET_KEYS or value is None:
+            continue
+        if key == "ids":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise BadRequest("ids must be a list of entry ids (strings)")
+            fields[key] = value
+        elif isinstance(value, bool):
+            fields[key] = "1" if value else ""
+        elif isinstance(value, int | str):
+            fields[key] = str(value)
+        else:
+            raise BadRequest(f"{key} must be a string, a whole number or a boolean")
+    return fields
+
+
+def api_view(method: str) -> Callable[[ApiView], Callable[..., JsonResponse]]:
+    """Token auth, the method, bad input and Redis errors as JSON around an API view,
+    which returns an ``Answer`` for the token's user (passed as ``user``)."""
+
+    def decorate(view: ApiView) -> Callable[..., JsonResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if request.method != method:
+                response = _respond(refusal(405, f"use {method}"))
+                response["Allow"] = method
+                return response
+            user = _token_user(request)
+            if user is None:
+                return _respond(refusal(401, "a valid API token is required (Bearer)"))
+            try:
+                return _respond(view(request, *args, user=user, **kwargs))
+            except BadRequest as exc:
+                return _respond(refusal(exc.status, str(exc)))
+            except redis.ResponseError as exc:
+                if invalid_id(exc):
+                    return _respond(refusal(400, f"Redis rejected an id in that request: {exc}"))
+                return _respond(refusal(503, redis_problem(exc)))
+            except redis.RedisError as exc:
+                # A write that timed out may still have run: no promise that nothing did.
+                return _respond(refusal(503, redis_problem(exc)))
+
+        return csrf_exempt(never_cache(wrapper))
+
+    return decorate
+
+
+@api_view("POST")
+def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
+    """One action on one entry, dead letter or dead-letter stream. Body: ``stream``,
+    ``group`` and ``id`` as the action needs, then the fields its button posts."""
+    row = ACTIONS.get(action)
+    if row is None:
+        return refusal(404, f"no action {action!r} (one of {', '.join(ACTIONS)})")
+    body = _body(request)
+    stream = _text(body, "stream")
+    group = _text(body, "group") if row.on == "pending" else ""
+    target_id = _text(body, "id") if row.on != "dead-letters" else ""
+    return action_answer(
+        user=user,
+        action=action,
+        stream=stream,
+        group=group,
+        target_id=target_id,
+        fields=_fields(body),
+        channel="api",
+    )
+
+
+@api_view("POST")
+def api_bulk(request: HttpRequest, action: str, *, user: User) -> Answer:
+    """A bulk action: a dry run, or with ``"confirm": true`` one capped step. Body:
+    ``stream``, ``group``, then ``ids`` or a filter (``scope: "filter"``, ``consumer``,
+    ``min_idle_ms``), ``snapshot_id``, ``cursor``, ``done_before``, ``reason``."""
+    body = _body(request)
+    return bulk_answer(
+        user=user,
+        action=action,
+        stream=_text(body, "stream"),
+        group=_text(body, "group"),
+        fields=_fields(body),
+        channel="api",
+    )
+
+
+@api_view("GET")
+def api_whoami(request: HttpRequest, *, user: User) -> Answer:
+    """Whose the token is and which actions they may run: a script's first check."""
+    allowed = [name for name in ACTION_PERMISSIONS if may_act(user, name)]
+    message = f"{user.get_username()} may " + (", ".join(allowed) or "run no action")
+    return Answer(
+        200, {"ok": True, "user": user.get_username(), "actions": allowed, "message": message}
+    )
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other ``/api/`` path: a JSON 404, not the HTML page."""
+    return _respond(refusal(404, "no such API route (see /api/v1/actions/<action>)"))

@@ -360,7 +360,7 @@ def _ingest_loop(
     # Workers publish a "failure" event for each record they write: waiting on it instead
     # of sleeping makes a failure searchable (and live on the group page) within
     # milliseconds, while the poll stays a fallback for events that are lost.
-    events = ingestor.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves pubsub() untyped
+    events = _events_open(ingestor.client)
     try:
         while not stop.is_set():
             try:
@@ -380,12 +380,26 @@ def _ingest_loop(
                 chores.next_discover = 0.0
                 if isinstance(exc, DatabaseError):
                     close_old_connections()
+                else:
+                    # The subscription may be on a node that is gone (on a cluster, a
+                    # failover hands the channel's slot to another primary): subscribe
+                    # afresh next time, where the client routes now.
+                    events.close()
+                    events = _events_open(ingestor.client)
                 stop.wait(delay)
         ingestor.retire()
     finally:
         events.close()
         connection.close()
     return ingestor.stored
+
+
+def _events_open(client: Client) -> redis.client.PubSub:
+    """A pub/sub for the failure events, not yet subscribed. On a cluster, redis-py's
+    ClusterPubSub subscribes on the node that serves the channel's slot; a classic PUBLISH
+    on any node reaches it."""
+    events: redis.client.PubSub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves pubsub() untyped
+    return events
 
 
 def _wait_for_failure(events: redis.client.PubSub, timeout: float, stop: threading.Event) -> None:

@@ -11,6 +11,11 @@ STREAM/GROUPS, XLEN and the XPENDING summary are O(1) or O(groups/consumers); XP
 extended form is O(log n + rows) from any start id, so pages go by start id, never by
 offset. A missing stream or group is ``None`` from the selector, never an exception;
 connection errors and timeouts propagate (the dashboard shows a banner).
+
+On a Redis Cluster (``queue_core.connection``) a pipeline is non-transactional and split
+by node: its commands are written to every primary involved, then read, so a "round
+trip" is one per primary in parallel, never one per stream. Each command names one
+stream or a companion in the stream's slot.
 """
 
 from __future__ import annotations
@@ -185,8 +190,10 @@ def stream_discover(
 
     Cost: ``SCAN … MATCH p TYPE stream COUNT 2000`` per pattern, one round trip per
     2,000 keys of the whole keyspace (SCAN cannot skip other keys); it stops once
-    ``cap`` streams are found. On a cluster, run it against each primary. Names that
-    are not valid UTF-8 cannot be addressed by the dashboard and are left out.
+    ``cap`` streams are found. On a cluster the client's ``scan_iter`` runs SCAN on
+    every primary, page by page in turn, so the names are merged (and deduplicated,
+    capped) as on one server; the cost is the same per key, spread over the primaries.
+    Names that are not valid UTF-8 cannot be addressed by the dashboard and are left out.
     """
     patterns = tuple(patterns)
     found: set[str] = set()

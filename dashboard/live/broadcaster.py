@@ -35,6 +35,16 @@ make the cost grow with what users do).
 
 Groups are per process (the name carries a random token) because each process renders
 for its own sockets; processes share change *events* through Redis pub/sub.
+
+On a Redis Cluster (``get_redis()`` returns a cluster client when the server says so):
+
+- the polls go through the same selectors, which split their pipelines by node;
+- events: classic PUBLISH reaches every node of a cluster, so the broadcaster subscribes
+  on one node (from the client's node list) and, when that node dies or refuses,
+  re-reads the slot map and subscribes on another one, with the same backoff;
+- new entries: XREAD cannot span hash slots, so the watcher blocks with one XREAD per
+  slot (streams with a shared hash tag share one), at most MAX_WATCHED_SLOTS at once,
+  the streams of open pages first; a stream left out is still seen on the next tick.
 """
 
 from __future__ import annotations
@@ -53,11 +63,15 @@ from typing import Any, TypeVar
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Max
 from django.http import Http404
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import RedisClusterException
 
 from dashboard.connection import get_redis
 from dashboard.live import registry
@@ -94,6 +108,10 @@ FAILURE_WATCH_EVERY_S = 0.05
 FAILURE_WATCH_FOR_S = 2.0
 #: The failure-index check covers at most this many streams (the overview's first ones).
 MAX_MARKED_STREAMS = 500
+#: On a cluster, blocking XREADs at once (one per hash slot, each holding a connection).
+MAX_WATCHED_SLOTS = 16
+#: Errors that mean Redis (or the cluster node serving a slot) is away for now.
+REDIS_AWAY = (redis.RedisError, RedisClusterException)
 
 
 def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
@@ -117,6 +135,44 @@ def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
 def _marks_fresh(streams: set[str]) -> dict[str, int]:
     close_old_connections()
     return failure_marks(streams=streams)
+
+
+def _is_cluster() -> bool:
+    return isinstance(get_redis(), RedisCluster)
+
+
+def _subscribe_node(avoid: tuple[str, int] | None) -> tuple[str, int]:
+    """A cluster node to subscribe on: the next one after ``avoid`` (the node that just
+    failed; the slot map is read again first), primaries first. Any node will do:
+    classic PUBLISH reaches every node of the cluster."""
+    client = get_redis()
+    assert isinstance(client, RedisCluster)
+    if avoid is not None:
+        try:
+            client.nodes_manager.initialize()
+        except REDIS_AWAY as exc:
+            log.warning("live events: cannot re-read the cluster's nodes: %s", exc)
+    nodes = sorted(
+        (node.server_type != "primary", str(node.host), int(node.port))
+        for node in client.get_nodes()  # type: ignore[no-untyped-call]
+    )
+    addresses = [(host, port) for _, host, port in nodes]
+    if not addresses:
+        raise RedisClusterException("the cluster client knows no node")
+    if avoid in addresses:
+        at = addresses.index(avoid)
+        addresses = addresses[at + 1 :] + addresses[: at + 1]
+    return addresses[0]
+
+
+def _by_slot(ids: dict[str, str], first: set[str]) -> list[dict[str, str]]:
+    """``ids`` split into one XREAD per hash slot, the groups holding ``first`` streams
+    first, at most MAX_WATCHED_SLOTS of them."""
+    groups: dict[int, dict[str, str]] = {}
+    for name, last_id in ids.items():
+        groups.setdefault(key_slot(name.encode("utf-8", "surrogateescape")), {})[name] = last_id
+    ordered = sorted(groups.values(), key=lambda g: (not (first & g.keys()), min(g)))
+    return ordered[:MAX_WATCHED_SLOTS]
 
 
 @dataclass
@@ -150,6 +206,8 @@ class Broadcaster:
     counters: LiveCounters = field(default_factory=LiveCounters)
     #: The streams the last cycle polled (tests assert that closed pages are not polled).
     polled: tuple[str, ...] = ()
+    #: On a cluster, the node the event subscription is on now (None while there is none).
+    subscribed: tuple[str, int] | None = None
     _subs: Counter[Key] = field(default_factory=Counter)
     _html: dict[Key, dict[str, str]] = field(default_factory=dict)
     _signatures: dict[Surface, Any] = field(default_factory=dict)
@@ -166,6 +224,7 @@ class Broadcaster:
     _executor: ThreadPoolExecutor | None = None
     _tick: float = 1.0
     _url: str = ""
+    _cluster: bool | None = None
     _stopping: bool = False
     _watch_failures_until: float = 0.0
     _marks: dict[str, int] = field(default_factory=dict)
@@ -225,6 +284,7 @@ class Broadcaster:
         self._loop = loop
         self._tick = float(settings.ACKBOARD_LIVE_TICK)
         self._url = settings.ACKBOARD_REDIS_URL
+        self._cluster = None  # asked of the server (through get_redis) on first use
         self._wake = asyncio.Event()
         self._polled_event = asyncio.Event()
         if self._executor is None:
@@ -254,6 +314,7 @@ class Broadcaster:
             # Let a render that was in flight finish before the loop goes away.
             await asyncio.get_running_loop().run_in_executor(self._executor, lambda: None)
         self._loop = None
+        self.subscribed = None
         self._subs.clear()
         self._html.clear()
         self._signatures.clear()
@@ -294,7 +355,7 @@ class Broadcaster:
         """One cycle; a failure is logged (briefly) and the next tick tries again."""
         try:
             await self._cycle()
-        except redis.RedisError as exc:
+        except REDIS_AWAY as exc:
             # Once a minute, not once a tick, through a Redis outage.
             self._failures.report("poll", "live poll (retrying every tick)", exc, traced=False)
         except Exception as exc:
@@ -434,7 +495,7 @@ class Broadcaster:
             }
         except Http404:
             return {}  # deleted or never existed; the page itself says so on reload
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException):
             raise  # Redis is away: every surface would fail; the cycle retries
         except Exception as exc:
             # This surface only: skipped (its sockets keep what they have), the others go
@@ -463,26 +524,51 @@ class Broadcaster:
                 self._watch_failures_until = self._loop.time() + FAILURE_WATCH_FOR_S
             self._poke()
 
+    async def is_cluster(self) -> bool:
+        """Whether the configured Redis is a cluster (asked once per start, in the thread)."""
+        if self._cluster is None:
+            self._cluster = await self._in_thread(_is_cluster)
+        return self._cluster
+
     async def _listen_events(self) -> None:
+        """Subscribe to the events channel; on a failure, back off and subscribe again
+        (on a cluster, on another node: ``_subscribe_node``)."""
         backoff = Backoff(base=0.5, cap=10.0)
+        failed: tuple[str, int] | None = None
         while True:
-            client = aioredis.Redis.from_url(self._url, socket_connect_timeout=2)
+            address: tuple[str, int] | None = None
+            client: aioredis.Redis | None = None
             try:
+                if await self.is_cluster():
+                    address = await self._in_thread(_subscribe_node, failed)
+                client = self._subscriber(address)
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(EVENTS_CHANNEL)
                     backoff.succeeded()
+                    self.subscribed = address
+                    if address is not None:
+                        log.info("live events: subscribed on cluster node %s:%d", *address)
                     while True:
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=5.0
                         )
                         if message is not None and message.get("type") == "message":
                             self.on_event(message["data"])
-            except redis.RedisError as exc:
+            except REDIS_AWAY as exc:
+                failed, self.subscribed = address, None
                 wait = backoff.failed()
                 log.warning("live events: %s; resubscribing in %.1fs", exc, wait)
             finally:
-                await client.aclose()
+                if client is not None:
+                    await client.aclose()
             await asyncio.sleep(wait)
+
+    def _subscriber(self, address: tuple[str, int] | None) -> aioredis.Redis:
+        """A plain client on the URL's server, or on one cluster node (same credentials)."""
+        pool = aioredis.ConnectionPool.from_url(self._url, socket_connect_timeout=2)
+        if address is not None:
+            pool.connection_kwargs.update(host=address[0], port=address[1])
+        return aioredis.Redis.from_pool(pool)
 
     async def _watch_entries(self) -> None:
         """Wake the cycle as soon as an open stream gets a new entry (blocking XREAD).
@@ -493,9 +579,20 @@ class Broadcaster:
         """
         # Capped at 1 s so a stream opened meanwhile is watched soon: one idle XREAD a second.
         block_ms = max(100, int(min(self._tick, 1.0) * 1000))
-        client = aioredis.Redis.from_url(
-            self._url, socket_connect_timeout=2, socket_timeout=block_ms / 1000 + 5
-        )
+        options: dict[str, Any] = {
+            "socket_connect_timeout": 2,
+            "socket_timeout": block_ms / 1000 + 5,
+        }
+        client: aioredis.Redis | aiocluster.RedisCluster
+        try:
+            cluster = await self.is_cluster()
+        except REDIS_AWAY as exc:
+            self._failures.report("xread", "live xread", exc, traced=False)
+            cluster = False  # a plain client: its errors are reported below, each tick
+        if cluster:
+            client = aiocluster.RedisCluster.from_url(self._url, **options)
+        else:
+            client = aioredis.Redis.from_url(self._url, **options)
         try:
             while not self._stopping:
                 ids = dict(self._last_ids)
@@ -503,23 +600,58 @@ class Broadcaster:
                     # Nothing polled yet: wait for the first cycle to learn the last ids.
                     await self._next_cycle(self._polled_event, block_ms / 1000)
                     continue
+                if cluster:
+                    focused = {s.stream for s in self.open_surfaces() if s.stream}
+                    groups = _by_slot(ids, focused)
+                else:
+                    groups = [ids]
                 try:
-                    reply: Any = await client.xread(ids, count=1, block=block_ms)  # type: ignore[arg-type]
-                except redis.RedisError as exc:
+                    woken = await self._xread_first(client, groups, block_ms)
+                except REDIS_AWAY as exc:
                     self._failures.report("xread", "live xread", exc, traced=False)
                     await asyncio.sleep(self._tick)
                     continue
-                if not reply:
+                if woken is None:
                     continue
-                for name, _entries in reply:
-                    self._dirty_streams.add(name.decode("utf-8", "surrogateescape"))
-                self.counters.wakes_by_xread += 1
                 # Taken before yielding to the loop, so it is the cycle this wake starts.
-                waiter = self._polled_event
-                self._poke()
+                waiter, rest = woken
+                await asyncio.gather(*rest, return_exceptions=True)
                 await self._next_cycle(waiter, self._tick * 2)
         finally:
             await client.aclose()
+
+    async def _xread_first(
+        self,
+        client: aioredis.Redis | aiocluster.RedisCluster,
+        groups: list[dict[str, str]],
+        block_ms: int,
+    ) -> tuple[asyncio.Event | None, set[asyncio.Task[Any]]] | None:
+        """Block on one XREAD per group (one, on a single node); at the first reply with
+        entries, mark its streams dirty and wake the cycle. Returns None when every read
+        came back empty, else the cycle's event and the reads still blocked (they end
+        within ``block_ms`` by themselves: cancelling redis-py's asyncio client inside a
+        blocking read can leave the loop hanging). Raises the first read's Redis error.
+        """
+        pending: set[asyncio.Task[Any]] = {
+            asyncio.ensure_future(client.xread(g, count=1, block=block_ms))  # type: ignore[arg-type]
+            for g in groups
+        }
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                replies = [task.result() for task in done]  # raises a read's error
+                hits = [name for reply in replies if reply for name, _entries in reply]
+                if hits:
+                    for name in hits:
+                        self._dirty_streams.add(name.decode("utf-8", "surrogateescape"))
+                    self.counters.wakes_by_xread += 1
+                    waiter = self._polled_event
+                    self._poke()
+                    return waiter, pending
+            return None
+        except BaseException:
+            await asyncio.gather(*pending, return_exceptions=True)
+            raise
 
     @staticmethod
     async def _next_cycle(waiter: asyncio.Event | None, timeout: float) -> None:

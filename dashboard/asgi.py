@@ -6,12 +6,19 @@ Django session); consumers then check permissions, and keep checking them while 
 """
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 # Django must be set up before anything imports models (consumers, routing).
-django_asgi_app = get_asgi_application()
+try:
+    django_asgi_app = get_asgi_application()
+except ImproperlyConfigured as exc:
+    # A configuration error is one line, as from manage.py, not the server's traceback.
+    sys.stderr.write(f"Error: {exc}\n")
+    raise SystemExit(2) from None
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

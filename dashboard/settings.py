@@ -12,6 +12,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dj_database_url
 import django
@@ -26,11 +27,53 @@ from queue_core.keys import parse_allowlist
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+# A mistyped setting is refused with one line naming it (manage.py prints it without a
+# traceback and exits 2), never read as some other value: "DJANGO_HTTPS=flase" is not
+# "off", and "ACKBOARD_BULK_CAP=1k" is not a crash inside int().
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
 def _flag(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
     if value is None:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    word = value.strip().lower()
+    if word not in _TRUE | _FALSE:
+        raise ImproperlyConfigured(
+            f"{name} must be 1 or 0 (or true/false, yes/no, on/off), not {value!r}"
+        )
+    return word in _TRUE
+
+
+def _int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip().replace("_", ""))
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of at least {minimum}, not {value!r}"
+        )
+    return number
+
+
+def _float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = float(value.strip())
+    except ValueError:
+        number = float("nan")
+    if not number >= minimum or number == float("inf"):  # also refuses nan
+        raise ImproperlyConfigured(
+            f"{name} must be a number of at least {minimum:g}, not {value!r}"
+        )
+    return number
 
 
 def _list(name: str, default: str) -> list[str]:
@@ -130,11 +173,20 @@ if django.VERSION < (6, 0):
     # template_partials wraps the loaders itself when this is set.
     TEMPLATES[0]["OPTIONS"]["debug"] = DEBUG
 
-DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{ACKBOARD_HOME / 'db.sqlite3'}", conn_max_age=60
-    )
-}
+try:
+    DATABASES = {
+        "default": dj_database_url.config(
+            default=f"sqlite:///{ACKBOARD_HOME / 'db.sqlite3'}", conn_max_age=60
+        )
+    }
+except dj_database_url.UnknownSchemeError:
+    raise ImproperlyConfigured(
+        "DATABASE_URL must start with postgres://, postgresql:// or sqlite:///"
+    ) from None
+except ValueError:  # the URL itself is never repeated: it may hold a password
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not a valid URL (are special characters in the password %-encoded?)"
+    ) from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 
@@ -168,38 +220,58 @@ WHITENOISE_USE_FINDERS = True
 
 # --- Ackboard ---------------------------------------------------------------------------
 ACKBOARD_REDIS_URL = redis_url()
+
+
+def _redis_url_check(url: str, name: str) -> None:
+    """Refuse a URL redis-py could not use, here rather than at the first command."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is not a valid URL (is its port a number?)") from None
+    if parts.scheme not in {"redis", "rediss", "unix"}:
+        found = f"{parts.scheme}://" if parts.scheme else "no scheme"
+        raise ImproperlyConfigured(
+            f"{name} must start with redis://, rediss:// or unix://, not {found}"
+        )
+
+
+_redis_url_check(
+    ACKBOARD_REDIS_URL,
+    "VALKEY_URL" if os.environ.get("VALKEY_URL") else "REDIS_URL",
+)
 #: Allowlist of stream name glob patterns the dashboard may see (comma-separated).
 ACKBOARD_STREAMS = parse_allowlist(os.environ.get("ACKBOARD_STREAMS"))
 #: Every dashboard Redis command gives up after this many seconds: an error banner, not a hang.
-ACKBOARD_REDIS_TIMEOUT = float(os.environ.get("ACKBOARD_REDIS_TIMEOUT", "2.0"))
+ACKBOARD_REDIS_TIMEOUT = _float("ACKBOARD_REDIS_TIMEOUT", 2.0)
 #: Payload fields whose names match this (case-insensitive) regex are redacted.
 ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|secret|token|key")
 #: Most stream keys discovered by SCAN for the overview.
-ACKBOARD_MAX_STREAMS = int(os.environ.get("ACKBOARD_MAX_STREAMS", "1000"))
+ACKBOARD_MAX_STREAMS = _int("ACKBOARD_MAX_STREAMS", 1000, minimum=1)
 #: Most entries one bulk request may touch.
-ACKBOARD_BULK_CAP = int(os.environ.get("ACKBOARD_BULK_CAP", "1000"))
+ACKBOARD_BULK_CAP = _int("ACKBOARD_BULK_CAP", 1000, minimum=1)
 #: Idle time given to an entry by Retry, so a worker's reclaim sweep takes it. Keep it at
 #: or above the workers' --min-idle-ms.
-ACKBOARD_RETRY_IDLE_MS = int(os.environ.get("ACKBOARD_RETRY_IDLE_MS", "30000"))
+ACKBOARD_RETRY_IDLE_MS = _int("ACKBOARD_RETRY_IDLE_MS", 30000)
 #: A group is "stuck" when consumers not seen for this many ms hold pending entries, and
 #: has "no live consumer" when work waits and no consumer was seen within it (health from
 #: XINFO CONSUMERS, whoever wrote the workers). Keep it above twice the workers'
 #: --min-idle-ms and above the slowest handler (on Redis < 7.2 a consumer counts as seen
 #: only when it last received entries).
-ACKBOARD_STUCK_AFTER_MS = int(os.environ.get("ACKBOARD_STUCK_AFTER_MS", "60000"))
+ACKBOARD_STUCK_AFTER_MS = _int("ACKBOARD_STUCK_AFTER_MS", 60000)
 #: Consumer name used by Claim when the operator does not pick one.
 ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackboard-operator")
 #: Days of failure history kept in SQL by ``prune_failures``.
-ACKBOARD_FAILURE_RETENTION_DAYS = int(os.environ.get("ACKBOARD_FAILURE_RETENTION_DAYS", "30"))
+ACKBOARD_FAILURE_RETENTION_DAYS = _int("ACKBOARD_FAILURE_RETENTION_DAYS", 30)
 #: Time budget of one failure search, in ms; a broader search is stopped with a message.
-ACKBOARD_FAILURE_SEARCH_MS = int(os.environ.get("ACKBOARD_FAILURE_SEARCH_MS", "1500"))
+ACKBOARD_FAILURE_SEARCH_MS = _int("ACKBOARD_FAILURE_SEARCH_MS", 1500)
 #: Bearer token a Prometheus scraper may send to /metrics instead of logging in ("" = none).
 ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.
-ACKBOARD_LIVE_TICK = float(os.environ.get("ACKBOARD_LIVE_TICK", "1.0"))
+ACKBOARD_LIVE_TICK = _float("ACKBOARD_LIVE_TICK", 1.0)
 
 #: Seconds a live socket's session and permissions are trusted before they are read again.
-ACKBOARD_LIVE_RECHECK = float(os.environ.get("ACKBOARD_LIVE_RECHECK", "2.0"))
+ACKBOARD_LIVE_RECHECK = _float("ACKBOARD_LIVE_RECHECK", 2.0)
 
 # Two channel layers (DESIGN.md §7, Fan-out). "default" carries the broadcaster's pushes to
 # the sockets of this process: its groups are per process anyway, so a push never needs
@@ -219,6 +291,8 @@ ACKBOARD_LIVE_RECHECK = float(os.environ.get("ACKBOARD_LIVE_RECHECK", "2.0"))
 # (redis-py re-subscribes on reconnect) across a quick Redis restart.
 _LAYER_READ_S = 10
 ACKBOARD_CHANNELS_URL = os.environ.get("ACKBOARD_CHANNELS_URL") or ACKBOARD_REDIS_URL
+if os.environ.get("ACKBOARD_CHANNELS_URL"):
+    _redis_url_check(ACKBOARD_CHANNELS_URL, "ACKBOARD_CHANNELS_URL")
 CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
     "shared": {
@@ -245,20 +319,25 @@ CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cook
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Production assumes HTTPS: secure cookies, HSTS, and plain HTTP redirected (301) to https.
+# Behind a proxy that ends TLS, set DJANGO_BEHIND_PROXY=1 so its X-Forwarded-Proto says
+# which requests were https. Served as plain HTTP (on loopback, or behind a proxy that
+# speaks plain HTTP to it and redirects by itself), set DJANGO_HTTPS=0: no redirect, no
+# HSTS, cookies without Secure (a browser would not send Secure cookies back over http).
 _https = not (DEBUG or DEMO) and _flag("DJANGO_HTTPS", True)
 SESSION_COOKIE_SECURE = _https
 CSRF_COOKIE_SECURE = _https
 SECURE_SSL_REDIRECT = _https and _flag("DJANGO_SSL_REDIRECT", True)
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000" if _https else "0"))
+#: Load balancers probe over plain HTTP and count a 301 as down: /healthz always answers.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = _int("DJANGO_HSTS_SECONDS", 31536000 if _https else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _https
 SECURE_HSTS_PRELOAD = _https
 if _flag("DJANGO_BEHIND_PROXY"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 #: Proxies in front of the app that append to X-Forwarded-For (DJANGO_PROXY_COUNT, only
 #: read with DJANGO_BEHIND_PROXY): the client address is that many entries from the right.
-ACKBOARD_TRUSTED_PROXIES = (
-    int(os.environ.get("DJANGO_PROXY_COUNT", "1")) if _flag("DJANGO_BEHIND_PROXY") else 0
-)
+ACKBOARD_TRUSTED_PROXIES = _int("DJANGO_PROXY_COUNT", 1) if _flag("DJANGO_BEHIND_PROXY") else 0
 
 # Content-Security-Policy (django-csp): no inline script, no eval, no inline style. A
 # payload that ever slipped past escaping could then not run, and the console cannot be
@@ -285,8 +364,8 @@ CONTENT_SECURITY_POLICY = {
 # failure. Keyed on the pair, so a guesser cannot lock a user out from elsewhere. Attempts
 # are rows in the database, shared by every web process. Unlock early:
 # ``manage.py axes_reset_username <name>`` (or ``axes_reset``).
-AXES_FAILURE_LIMIT = int(os.environ.get("ACKBOARD_LOGIN_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ACKBOARD_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_FAILURE_LIMIT = _int("ACKBOARD_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=_float("ACKBOARD_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 #: A successful login clears that pair's failures: typos spread over a day never add up.
 AXES_RESET_ON_SUCCESS = True
@@ -296,10 +375,18 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "dashboard.login_throttle.client_ip"
 
+_LOG_LEVEL = os.environ.get("ACKBOARD_LOG_LEVEL", "INFO").strip().upper() or "INFO"
+if _LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(
+        f"ACKBOARD_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {_LOG_LEVEL!r}"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("ACKBOARD_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": _LOG_LEVEL},
+    # axes announces itself at INFO in every process, before any command's own output (a
+    # configuration error's one line on stderr would be its second).
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }

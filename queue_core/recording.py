@@ -38,6 +38,7 @@ and its event, and 2 more (script, event) when the entry is moved. Nothing on su
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -63,6 +64,7 @@ from queue_core.scripts import DEAD_LETTER
 from queue_core.scripts.binding import Refusal, text
 from queue_core.types import DeadLettered, Outcome
 from queue_core.validation import entry_id_check
+from queue_core.worker.config import WorkerConfig
 from queue_core.worker.contract import Settlement, handler_failed_settle
 from queue_core.worker.settle import Settled, _record_of, settlements_write
 
@@ -71,8 +73,10 @@ log = logging.getLogger("queue_core.recording")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: The Worker's default (``WorkerConfig.max_deliveries``).
-MAX_DELIVERIES = 5
+#: The Worker's default, read from ``WorkerConfig`` so the two cannot drift.
+MAX_DELIVERIES: int = next(
+    f.default for f in dataclasses.fields(WorkerConfig) if f.name == "max_deliveries"
+)  # type: ignore[assignment]
 
 
 # -- Shared by the sync calls and their asyncio twins: no I/O ---------------------------

@@ -2,6 +2,12 @@
 
 If no Redis can be had the whole run fails with instructions; it never skips, because
 the workshop worker's suite passed with 0 tests when Redis was absent.
+
+Engines: the integration and worker tests (tests/integration/, tests/queue_core/) that use
+a server run twice, on Redis 7 and on Valkey 9 (ids ``[redis7]``/``[valkey9]``), within
+the one ``uv run pytest``; the dashboard and browser tests run once, on the default
+engine. ``ACKBOARD_TEST_ENGINE=valkey`` runs everything once on Valkey instead (``redis``
+on Redis), and ``REDIS_TEST_URL``/``VALKEY_URL`` runs everything once on that server.
 """
 
 from __future__ import annotations
@@ -9,21 +15,78 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from tests.redis_cluster import RedisCluster
-from tests.redis_server import RedisServer, RedisUnavailable
+from tests.redis_server import (
+    ENGINES,
+    RedisServer,
+    RedisUnavailable,
+    engine_binary,
+    engine_from_env,
+    engine_select,
+)
+
+#: Where tests run once per engine: the worker, queue_core and the integration tests.
+_MATRIX_DIRS = tuple(Path(__file__).parent / name for name in ("integration", "queue_core"))
 
 
 def _external_url() -> str | None:
     return os.environ.get("REDIS_TEST_URL") or os.environ.get("VALKEY_URL")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        engine_from_env()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each server-using test under tests/integration/ and tests/queue_core/ on every
+    engine, unless the run is pinned to one (ACKBOARD_TEST_ENGINE or an external URL).
+
+    A test uses a server when it asks for ``redis_url`` (directly or through ``r``,
+    ``prefix``…) or its module starts its own ``RedisServer`` (fault tests), which
+    follows the engine selected by the ``redis_engine`` fixture."""
+    if os.environ.get("ACKBOARD_TEST_ENGINE") or _external_url():
+        return
+    if not any(metafunc.definition.path.is_relative_to(d) for d in _MATRIX_DIRS):
+        return
+    own_server = any(value is RedisServer for value in vars(metafunc.module).values())
+    if "redis_url" in metafunc.fixturenames or own_server:
+        metafunc.parametrize("redis_engine", ENGINES, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The engine of this test: its ``[redis7]``/``[valkey9]`` parameter, else the run's
+    (ACKBOARD_TEST_ENGINE, default redis7). ``RedisServer()`` starts it while it is set.
+
+    Session-scoped, so pytest groups each engine's tests and starts each server once."""
+    engine: str = getattr(request, "param", None) or engine_from_env()
+    missing = None
+    if hasattr(request, "param"):
+        try:
+            engine_binary(engine)
+        except RedisUnavailable as exc:
+            missing = str(exc)
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    previous = engine_select(engine)
+    try:
+        yield engine
+    finally:
+        engine_select(previous)
+
+
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """URL of the Redis the tests use: a private server unless REDIS_TEST_URL/VALKEY_URL is set."""
+def redis_url(redis_engine: str) -> Iterator[str]:
+    """URL of the Redis the tests use: a private server of ``redis_engine`` unless
+    REDIS_TEST_URL/VALKEY_URL is set."""
     external = _external_url()
     if external:
         try:
@@ -32,9 +95,8 @@ def redis_url() -> Iterator[str]:
             pytest.fail(f"REDIS_TEST_URL/VALKEY_URL={external} is not reachable: {exc}")
         yield external
         return
-    server = RedisServer()
     try:
-        server.start()
+        server = RedisServer(binary=engine_binary(redis_engine)).start()
     except RedisUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     try:

@@ -108,7 +108,11 @@ def statement_budget(ms: int) -> Iterator[None]:
 
     SQLite: a progress handler checked every 1,000 VM steps interrupts the statement.
     PostgreSQL: ``SET LOCAL statement_timeout`` in a transaction. Other databases: no cap.
+    A budget of 0 or less refuses at once, on every database: PostgreSQL cannot express
+    it (its finest timeout is 1 ms, and 0 there means no timeout at all).
     """
+    if ms <= 0:
+        raise SearchTooBroad(f"the search budget is {ms} ms")
     deadline = time.monotonic() + ms / 1000
     if connection.vendor == "sqlite":
         connection.ensure_connection()

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.postgres_server import PostgresServer, PostgresUnavailable
+from tests.postgres_server import PostgresServer, PostgresUnavailable, postgres_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +55,16 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 class PostgresServerTests:
+    def test_binaries_are_found_off_path_where_debian_puts_them(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # apt-get install postgresql leaves initdb/pg_ctl in /usr/lib/postgresql/<v>/bin.
+        monkeypatch.setenv("PATH", "/usr/bin:/bin")
+        found = postgres_bin_dir()
+        assert found is not None, "no /usr/lib/postgresql/<v>/bin: .ci/run installs it"
+        assert found.parent.parent == Path("/usr/lib/postgresql")
+        assert (found / "initdb").is_file() and (found / "pg_ctl").is_file()
+
     def test_private_server_has_its_own_database_on_loopback(
         self, postgres: PostgresServer
     ) -> None:

@@ -4,11 +4,13 @@ A plain redis-py loop (XREADGROUP, the handler, XACK when it returns: not
 ``queue_core.Worker``) records its failures through the public API
 (``queue_core.failure_recorded``). After ``ingest_failures`` the group page's pending row
 shows the last failure, the entry page its failure history, the Failures page its
-attempts and the overview its "Failures 1 h".
+attempts and the overview its "Failures 1 h"; the group's health, read from Redis alone,
+turns "no live consumer" once that worker stops while holding an entry.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -65,8 +67,9 @@ def foreign_loop_pass(r: redis.Redis, stream: str, handle: Any) -> dict[str, Any
 
 class ForeignWorkerPagesTests:
     def test_group_entry_failures_and_overview_show_its_failures(
-        self, viewer: Client, r: redis.Redis, redis_url: str, prefix: str
+        self, viewer: Client, r: redis.Redis, redis_url: str, prefix: str, settings: Any
     ) -> None:
+        settings.ACKBOARD_STUCK_AFTER_MS = 1000
         stream = prefix + "reviews:queue"
         make_group(r, stream, GROUP)
         review_fields = [
@@ -105,6 +108,8 @@ class ForeignWorkerPagesTests:
         _, row_id, consumer, _idle, deliveries, _payload, last_failure, _ = rows[f"pending-{flaky}"]
         assert row_id.startswith(flaky) and consumer == CONSUMER and deliveries == "2"
         assert last_failure == "GitHub answered 404 for https://github.com/acme/app/pull/404"
+        # The loop just read: its consumer is seen, so the group is healthy.
+        assert element_text(group_page.content.decode(), "group-health").startswith("Health ok")
 
         entry_page = viewer.get(reverse("dashboard:entry-detail", args=[stream, doomed]))
         assert [(f.attempt, f.consumer, f.error_type) for f in entry_page.context["failures"]] == [
@@ -124,3 +129,15 @@ class ForeignWorkerPagesTests:
         (row,) = [row for row in overview.context["rows"] if row.summary.name == stream]
         assert row.failures_last_hour == 5
         assert row.summary.dlq_length == 1
+
+        # The foreign worker stops while it still holds `flaky`: past the threshold nobody
+        # is reading while an entry waits, and the page names the consumer that holds it.
+        time.sleep(1.2)
+        stopped = viewer.get(reverse("dashboard:group-detail", args=[stream, GROUP])).content
+        health = element_text(stopped.decode(), "group-health")
+        assert health.startswith("Health no live consumer")
+        assert "1 entry held by 1 consumer not seen in 1 s" in health
+        consumers = table_rows(stopped.decode(), "consumer-row-")
+        assert [(cells[0], cells[-1]) for cells in consumers.values()] == [
+            (CONSUMER, "dead, holds 1")
+        ]

@@ -10,11 +10,7 @@ Redis (its stream state, and the events the actions publish).
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,34 +18,11 @@ import redis
 from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
+from tests.browser.peers import peer_of
 from tests.browser.server import LiveServer, log_problems, socket_connects
 from tests.factories import make_pending
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
-
-
-@dataclass
-class PeerServer(LiveServer):
-    """Another daphne process over a LiveServer's database, secret key and Redis."""
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"daphne-{self.port}.log"
-
-
-@contextlib.contextmanager
-def peer_of(first: LiveServer) -> Iterator[PeerServer]:
-    """Web process B beside ``first``: its own port and process, the rest shared. Only its
-    process is stopped afterwards; the shared work dir is ``first``'s to remove."""
-    peer = PeerServer(
-        redis_url=first.redis_url, streams=first.streams, tick=first.tick,
-        username=first.username, password=first.password, secret_key=first.secret_key,
-        workdir=first.workdir,
-    )  # fmt: skip
-    try:
-        yield peer.start_web()  # no migrate, no new superuser: the database is first's
-    finally:
-        peer.stop()
 
 
 class TwoWebProcessesTests:

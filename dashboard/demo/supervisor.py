@@ -10,31 +10,17 @@ This module never touches Redis or the database.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-#: prctl(2) option: the signal a child gets when the thread that forked it dies.
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """``preexec_fn``: on Linux, SIGTERM this child when the demo dies, however it dies.
-
-    Runs between fork and exec; it only calls prctl, so it is safe there. The signal
-    is tied to the forking *thread*, which is why the demo starts children from its
-    main thread only.
-    """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+# The parent-death signal is the worker fleet's; the demo's children die with it the same way.
+from queue_core.worker.fleet import die_with_parent as die_with_parent
 
 
 def signal_group(pid: int, sig: int) -> None:

@@ -466,15 +466,15 @@ class Broadcaster:
     ) -> tuple[Poll, tuple[str, ...] | None]:
         """The stamps and failure marks of the open surfaces' streams (and the streams
         the overview lists, re-discovered when ``discover``)."""
-        discovered = None
-        if discover:
-            # The overview's own listing (same allowlist, cap and companion rule).
-            discovered, _, _ = selectors.stream_discover(
-                client=client,
-                patterns=tuple(settings.ACKBOARD_STREAMS),
-                cap=settings.ACKBOARD_MAX_STREAMS,
+        # The rows of the open overview pages, from the process's stream index (no SCAN:
+        # dashboard.stream_index refreshes it off this path), so an open overview costs
+        # O(page) per poll, whatever the number of streams.
+        shown = tuple(
+            sorted(
+                {n for s in surfaces if s.spec.every_stream for n in registry.overview_streams(s)}
             )
-        shown = discovered if discovered is not None else self._overview_streams
+        )
+        discovered = shown if discover else None
         streams = {s.stream for s in surfaces if s.stream}
         if any(s.spec.every_stream for s in surfaces):
             streams.update(shown)
@@ -583,16 +583,7 @@ class Broadcaster:
             "socket_connect_timeout": 2,
             "socket_timeout": block_ms / 1000 + 5,
         }
-        client: aioredis.Redis | aiocluster.RedisCluster
-        try:
-            cluster = await self.is_cluster()
-        except REDIS_AWAY as exc:
-            self._failures.report("xread", "live xread", exc, traced=False)
-            cluster = False  # a plain client: its errors are reported below, each tick
-        if cluster:
-            client = aiocluster.RedisCluster.from_url(self._url, **options)
-        else:
-            client = aioredis.Redis.from_url(self._url, **options)
+        client: aioredis.Redis | aiocluster.RedisCluster | None = None
         try:
             while not self._stopping:
                 ids = dict(self._last_ids)
@@ -600,12 +591,13 @@ class Broadcaster:
                     # Nothing polled yet: wait for the first cycle to learn the last ids.
                     await self._next_cycle(self._polled_event, block_ms / 1000)
                     continue
-                if cluster:
-                    focused = {s.stream for s in self.open_surfaces() if s.stream}
-                    groups = _by_slot(ids, focused)
-                else:
-                    groups = [ids]
                 try:
+                    if client is None:
+                        client = await self._xread_client(options)
+                    groups = [ids]
+                    if isinstance(client, aiocluster.RedisCluster):
+                        focused = {s.stream for s in self.open_surfaces() if s.stream}
+                        groups = _by_slot(ids, focused)
                     woken = await self._xread_first(client, groups, block_ms)
                 except REDIS_AWAY as exc:
                     self._failures.report("xread", "live xread", exc, traced=False)
@@ -618,7 +610,16 @@ class Broadcaster:
                 await asyncio.gather(*rest, return_exceptions=True)
                 await self._next_cycle(waiter, self._tick * 2)
         finally:
-            await client.aclose()
+            if client is not None:
+                await client.aclose()
+
+    async def _xread_client(
+        self, options: dict[str, Any]
+    ) -> aioredis.Redis | aiocluster.RedisCluster:
+        """The watcher's client: a cluster client on a cluster (asked of the server)."""
+        if await self.is_cluster():
+            return aiocluster.RedisCluster.from_url(self._url, **options)
+        return aioredis.Redis.from_url(self._url, **options)
 
     async def _xread_first(
         self,

@@ -10,7 +10,8 @@ A package around one pure module of decisions. Each module owns one part:
 - ``lanes``: where handlers run (sync on daemon threads, async as tasks), a chunk at a time;
 - ``inflight``: read-ahead and in-flight accounting (how many to hold, in what chunks);
 - ``intake``: entries into Jobs, or to the acks and settlements: the per-entry hot path;
-- ``wire``: the connections and the measured hot-path tricks (raw XREADGROUP/XACK, C packing);
+- ``wire``: the connections and the measured hot-path tricks (raw XREADGROUP/XACK, C packing),
+  and on a cluster the route to the slot's primary (MOVED, ASK, READONLY, failover);
 - ``stop``: stop requests and signals (the grace period, a second request, SAME_STOP_S);
 - ``stats``: ``WorkerStats``, the counters a run returns;
 - ``loop``: ``Worker``, the long-running loop behind ``manage.py queue_worker``.

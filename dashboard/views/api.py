@@ -4,10 +4,10 @@ Owns the ``/api/v1/`` routes: authentication by a per-user token
 (``Authorization: Bearer ackb_…``, see ``dashboard.api_tokens``), parsing a JSON body
 into the fields a button posts, and JSON answers with their status codes: 400 bad input,
 401 no or bad token, 403 no permission, 404 unknown action, stream, group or entry, 405
-wrong method, 409 changed or refused by a guard, 503 Redis down. Never HTML, never a 500
-for any of these. The action itself goes through ``dashboard.views.remote`` into the
-buttons' runner: the same permission, form, guard, service call and audit row, naming
-the token's user and the channel "api".
+wrong method, 409 changed or refused by a guard, 503 Redis or the database down. Never
+HTML, never a 500 for any of these. The action itself goes through
+``dashboard.views.remote`` into the buttons' runner: the same permission, form, guard,
+service call and audit row, naming the token's user and the channel "api".
 
 CSRF: these views are ``csrf_exempt``, and that is safe because they never look at the
 session. The only credential is the bearer token, which a browser never attaches by
@@ -29,6 +29,7 @@ from typing import Any
 import redis
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -118,11 +119,19 @@ def api_view(method: str) -> Callable[[ApiView], Callable[..., JsonResponse]]:
                 response = _respond(refusal(405, f"use {method}"))
                 response["Allow"] = method
                 return response
-            user = _token_user(request)
+            try:
+                user = _token_user(request)
+            except DatabaseError:
+                return _respond(refusal(503, "the database is unavailable; nothing was done"))
             if user is None:
                 return _respond(refusal(401, "a valid API token is required (Bearer)"))
             try:
                 return _respond(view(request, *args, user=user, **kwargs))
+            except DatabaseError:
+                # The audit row is written after the action: it may have run unrecorded.
+                return _respond(
+                    refusal(503, "the database is unavailable; the action may have run unaudited")
+                )
             except BadRequest as exc:
                 return _respond(refusal(exc.status, str(exc)))
             except redis.ResponseError as exc:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -211,6 +212,34 @@ class JsonErrorTests:
         assert [(e.action, e.result, e.channel) for e in audit_rows()] == [
             ("acknowledge", "refused", "api")
         ]
+
+    @pytest.mark.django_db(transaction=True)  # the renames must not poison a test transaction
+    def test_database_down_is_503_json(self, remote_world: World, olga: Any) -> None:
+        headers = bearer(olga)
+        body = {"stream": remote_world.stream, "group": "g", "id": remote_world.entry_id}
+        no_raise = Client(raise_request_exception=False)
+        renamed: list[tuple[str, str]] = []
+
+        def table_gone(table: str) -> None:  # a real database error, not a mock
+            with connection.cursor() as cursor:
+                cursor.execute(f"ALTER TABLE {table} RENAME TO gone_{table}")
+            renamed.append((f"gone_{table}", table))
+
+        try:
+            table_gone(AuditEvent._meta.db_table)
+            response = post(action_path("retry"), body, headers, no_raise)
+            assert response.status_code == 503
+            assert answer(response)["message"] == (
+                "the database is unavailable; the action may have run unaudited"
+            )
+            table_gone(ApiToken._meta.db_table)
+            response = post(action_path("retry"), body, headers, no_raise)
+            assert response.status_code == 503
+            assert answer(response)["message"] == "the database is unavailable; nothing was done"
+        finally:
+            with connection.cursor() as cursor:
+                for gone, table in renamed:
+                    cursor.execute(f"ALTER TABLE {gone} RENAME TO {table}")
 
     def test_changed_since_is_409(self, remote_world: World, olga: Any, r: redis.Redis) -> None:
         body = {

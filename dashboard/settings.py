@@ -246,8 +246,17 @@ ACKBOARD_STREAMS = parse_allowlist(os.environ.get("ACKBOARD_STREAMS"))
 ACKBOARD_REDIS_TIMEOUT = _float("ACKBOARD_REDIS_TIMEOUT", 2.0)
 #: Payload fields whose names match this (case-insensitive) regex are redacted.
 ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|secret|token|key")
-#: Most stream keys discovered by SCAN for the overview.
-ACKBOARD_MAX_STREAMS = _int("ACKBOARD_MAX_STREAMS", 1000, minimum=1)
+#: Safety cap on the overview's stream index (names kept per web process, about 100 bytes
+#: each); streams past it are not listed and the overview says so. Every stream below it
+#: is reachable through the overview's pages and filter.
+ACKBOARD_MAX_STREAMS = _int("ACKBOARD_MAX_STREAMS", 100_000, minimum=1)
+#: Streams per overview page (each page reads only its own rows: two round trips).
+ACKBOARD_OVERVIEW_PAGE_SIZE = _int("ACKBOARD_OVERVIEW_PAGE_SIZE", 100, minimum=1)
+#: Seconds between two background refreshes of the stream index (a SCAN pass of the
+#: keyspace and a round of per-stream figures, each in bounded steps, off the request path).
+ACKBOARD_INDEX_REFRESH_S = _float("ACKBOARD_INDEX_REFRESH_S", 10.0, minimum=0.1)
+#: Whether a background thread keeps the stream index warm (off only in tests that step it).
+ACKBOARD_INDEX_BACKGROUND = _flag("ACKBOARD_INDEX_BACKGROUND", True)
 #: Most entries one bulk request may touch.
 ACKBOARD_BULK_CAP = _int("ACKBOARD_BULK_CAP", 1000, minimum=1)
 #: Idle time given to an entry by Retry, so a worker's reclaim sweep takes it. Keep it at
@@ -312,6 +321,26 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+# Sessions (dashboard/sessions.py): Django's cached_db store. A page request reads its
+# session with one GET from this shared Redis cache rather than one SQL query; a login or
+# logout writes the database too, so every web process sees a logout at once. The cache is
+# Django's RedisCache, which talks to one server: it lives on ACKBOARD_CHANNELS_URL (by
+# default ACKBOARD_REDIS_URL), and where that server is a Redis Cluster node the store falls
+# back to database sessions (point ACKBOARD_CHANNELS_URL at a standalone Redis to cache them
+# on a cluster deployment). Short timeouts: a cache that does not answer costs a request
+# half a second at most before the database answers instead.
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "sessions": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": ACKBOARD_CHANNELS_URL,
+        "KEY_PREFIX": "ackboard:sessions",
+        "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+    },
+}
+SESSION_ENGINE = "dashboard.sessions"
+SESSION_CACHE_ALIAS = "sessions"
 
 # --- security ---------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True

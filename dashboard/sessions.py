@@ -1,0 +1,101 @@
+"""Sessions read from a shared Redis cache, kept in the database ("cached_db").
+
+Owns ``SESSION_ENGINE``: Django's ``cached_db`` store, whose cache is the ``sessions``
+alias (Django's own ``RedisCache`` on ``ACKBOARD_CHANNELS_URL``, which defaults to
+``ACKBOARD_REDIS_URL``; see settings). A page request then reads its session with one
+Redis GET instead of one SQL query; a login or a logout writes both, so a logout deletes
+the cached copy that every web process reads, and the socket re-check
+(``dashboard.live.session``, which loads sessions through this engine) sees it too.
+
+Django's ``RedisCache`` speaks to one server: on a Redis Cluster node it would get MOVED
+for most keys. So the cache is used only after one ``INFO cluster`` (once per process and
+URL) said the server is not a cluster node; otherwise, and while that server cannot be
+asked, the store is plain database sessions. The database stays the record either way:
+a flushed or restarted cache only costs one SQL read per session.
+
+Never used for anything but sessions; never writes to Redis outside the cache's keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from django.conf import settings
+from django.contrib.sessions.backends.cached_db import SessionStore as CachedDBStore
+from django.contrib.sessions.backends.db import SessionStore as DBStore
+from django.core.cache import caches
+from django.core.cache.backends.dummy import DummyCache
+
+from queue_core.connection import cluster_enabled
+
+log = logging.getLogger("ackboard.web")
+
+#: Stands in for the cache where it cannot be used: every read misses, writes are dropped,
+#: so the store is the database alone.
+_NO_CACHE = DummyCache("sessions-off", {})
+#: After the cache's server did not answer, ask again no sooner than this (seconds), so an
+#: outage does not add a probe to every request.
+PROBE_BACKOFF_S = 5.0
+
+#: Per process: URL -> whether its server is usable (False: a cluster node).
+_known: dict[str, bool] = {}
+_retry_at: dict[str, float] = {}
+
+
+def _masked(url: str) -> str:
+    return url.split("@", 1)[-1]
+
+
+def session_cache_state() -> bool | None:
+    """Whether sessions may be read from the ``SESSION_CACHE_ALIAS`` cache: True, False (a
+    Redis Cluster node), or None while its server cannot be asked (the cache may still hold
+    copies written earlier). One ``INFO cluster`` per process and URL, once it answers."""
+    location = settings.CACHES[settings.SESSION_CACHE_ALIAS].get("LOCATION", "")
+    if not isinstance(location, str) or not location:
+        return False
+    if location in _known:
+        return _known[location]
+    now = time.monotonic()
+    if _retry_at.get(location, 0.0) > now:
+        return None
+    try:
+        usable = not cluster_enabled(location, connect_timeout=0.5, timeout=0.5)
+    except redis.RedisError:
+        _retry_at[location] = now + PROBE_BACKOFF_S
+        return None
+    if not usable:
+        log.warning(
+            "sessions: %s is a Redis Cluster node, which Django's RedisCache cannot use; "
+            "sessions are read from the database (set ACKBOARD_CHANNELS_URL to a "
+            "standalone Redis to cache them)",
+            _masked(location),
+        )
+    _known[location] = usable
+    return usable
+
+
+class SessionStore(CachedDBStore):
+    """``cached_db``, falling back to the database alone on a cluster (module docstring)."""
+
+    def __init__(self, session_key: str | None = None) -> None:
+        super().__init__(session_key)
+        self._cache_state = session_cache_state()
+        if self._cache_state is not True:
+            self._cache = _NO_CACHE
+
+    def delete(self, session_key: str | None = None) -> None:
+        """Logout and flush: the cached copy goes first, so a cache that cannot be reached
+        fails the logout (an error page; the session is whole, not half-ended), then the
+        row, then the cached copy again (a request that re-read the row in between may have
+        cached it anew). Two DELs and one SQL DELETE."""
+        key = session_key if session_key is not None else self.session_key
+        if key is None:
+            return
+        real = caches[settings.SESSION_CACHE_ALIAS] if self._cache_state is not False else None
+        if real is not None:
+            real.delete(self.cache_key_prefix + key)
+        DBStore.delete(self, key)
+        if real is not None:
+            real.delete(self.cache_key_prefix + key)

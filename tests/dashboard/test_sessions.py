@@ -1,0 +1,140 @@
+"""Sessions from the shared Redis cache (dashboard/sessions.py), on the private server.
+
+A page request reads its session from Redis, not SQL; a logout through one client ends the
+session for every other holder of the cookie (another web process reads the same cache);
+a cache that cannot be reached fails a logout rather than half-ending it; and a Redis
+Cluster node is never used as the cache (database sessions instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from dashboard import sessions
+from tests.factories import make_user
+from tests.redis_server import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+def _caches(location: str, prefix: str) -> dict[str, dict[str, Any]]:
+    return {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "sessions": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": location,
+            "KEY_PREFIX": prefix + "sessions",
+            "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+        },
+    }
+
+
+def _forget_probes() -> None:
+    sessions._known.clear()
+    sessions._retry_at.clear()
+
+
+@pytest.fixture
+def cached_sessions(
+    settings: SettingsWrapper, redis_url: str, prefix: str, stream: str
+) -> Iterator[None]:
+    _forget_probes()
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+    settings.CACHES = _caches(redis_url, prefix)
+    settings.SESSION_ENGINE = "dashboard.sessions"
+    settings.SESSION_CACHE_ALIAS = "sessions"
+    yield
+    _forget_probes()
+
+
+def _session_keys(r: redis.Redis, prefix: str) -> list[bytes]:
+    return list(r.scan_iter(match=f"{prefix}sessions:*cached_db*"))
+
+
+def _logged_in(django_user_model: type[User]) -> Client:
+    make_user(django_user_model, "olga", "view_queues")
+    client = Client()
+    assert client.login(username="olga", password="pw")
+    return client
+
+
+@pytest.mark.usefixtures("cached_sessions")
+class CachedSessionTests:
+    def test_a_page_reads_its_session_from_redis_not_sql(
+        self, django_user_model: type[User], r: redis.Redis, prefix: str
+    ) -> None:
+        client = _logged_in(django_user_model)
+        assert len(_session_keys(r, prefix)) == 1  # login wrote the cached copy
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(reverse("dashboard:overview"))
+        assert response.status_code == 200
+        sql = [q["sql"] for q in queries.captured_queries]
+        assert not [q for q in sql if "django_session" in q], sql
+
+    def test_logout_in_one_client_ends_the_session_in_another(
+        self, django_user_model: type[User], r: redis.Redis, prefix: str
+    ) -> None:
+        first = _logged_in(django_user_model)
+        second = Client()  # another browser tab, or a request served by another process
+        second.cookies = first.cookies
+        assert second.get(reverse("dashboard:overview")).status_code == 200
+        assert first.post(reverse("logout")).status_code == 302
+        assert _session_keys(r, prefix) == []
+        after = second.get(reverse("dashboard:overview"))
+        assert after.status_code == 302 and after["Location"].startswith(reverse("login"))
+
+    def test_a_session_missing_from_the_cache_is_read_from_the_database(
+        self, django_user_model: type[User], r: redis.Redis, prefix: str
+    ) -> None:
+        client = _logged_in(django_user_model)
+        r.delete(*_session_keys(r, prefix))  # a restarted or flushed cache
+        assert client.get(reverse("dashboard:overview")).status_code == 200
+        assert len(_session_keys(r, prefix)) == 1  # cached again
+
+    def test_logout_fails_while_the_cache_cannot_be_reached(
+        self, django_user_model: type[User], settings: SettingsWrapper, prefix: str
+    ) -> None:
+        client = _logged_in(django_user_model)
+        # The probe said "usable"; now the server is gone. The session is left whole.
+        settings.CACHES = _caches(f"redis://127.0.0.1:{free_port()}/0", prefix)
+        _forget_probes()
+        key = client.cookies["sessionid"].value
+        response = client.post(reverse("logout"))
+        assert response.status_code == 503  # RedisErrorMiddleware: "Redis is unreachable."
+        assert sessions.SessionStore().exists(key)
+
+
+class ClusterFallbackTests:
+    def test_a_cluster_node_is_not_used_as_the_session_cache(
+        self,
+        settings: SettingsWrapper,
+        cluster_url: str,
+        prefix: str,
+        django_user_model: type[User],
+    ) -> None:
+        _forget_probes()
+        settings.CACHES = _caches(cluster_url, prefix)
+        settings.SESSION_ENGINE = "dashboard.sessions"
+        settings.SESSION_CACHE_ALIAS = "sessions"
+        try:
+            assert sessions.session_cache_state() is False
+            make_user(django_user_model, "olga", "view_queues")
+            client = Client()
+            assert client.login(username="olga", password="pw")  # database sessions work
+            key = client.cookies["sessionid"].value
+            assert sessions.SessionStore(key).load()["_auth_user_id"]
+            assert client.post(reverse("logout")).status_code == 302
+            assert not sessions.SessionStore().exists(key)
+        finally:
+            _forget_probes()

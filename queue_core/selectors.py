@@ -30,6 +30,7 @@ from queue_core.connection import Client
 from queue_core.errors import not_a_group
 from queue_core.keys import (
     DEAD_LETTER_FIELDS,
+    REPLAY_OF_FIELD,
     RESERVED_PREFIX,
     CrossSlotName,
     allowed,
@@ -80,6 +81,7 @@ _NO_KEY = "\x00ackboard-no-companion"
 #: The dead-letter metadata a DLQ row shows, by short name (the names live in keys).
 _META = {field.removeprefix(RESERVED_PREFIX): field.encode() for field in DEAD_LETTER_FIELDS}
 _RESERVED = RESERVED_PREFIX.encode()
+_REPLAY_OF = REPLAY_OF_FIELD.encode()
 
 
 # --- small helpers ----------------------------------------------------------------------
@@ -659,6 +661,7 @@ def _dead_letter_row(item: Any) -> DeadLetterRow:
         dead_lettered_at_ms=_int(meta["dead-lettered-at"]),
         payload_missing=meta["payload-missing"] == b"1",
         entry=StreamEntry(id=_text(entry_id), fields=original),
+        replay_of=_text(fields.get(_REPLAY_OF)),
     )
 
 

@@ -318,6 +318,8 @@ class DeadLetterRow:
     dead_lettered_at_ms: int | None
     payload_missing: bool
     entry: StreamEntry
+    #: The stream id it was replayed from, when it is a replay dead-lettered again ("" if not).
+    replay_of: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,11 +53,12 @@ def table_rows(page: str, id_prefix: str) -> dict[str, list[str]]:
 
 
 class _ById(HTMLParser):
-    """The text inside the first element with a given id."""
+    """The text inside the first element with a given id (or another attribute's value)."""
 
-    def __init__(self, element_id: str) -> None:
+    def __init__(self, element_id: str, attr: str = "id") -> None:
         super().__init__(convert_charrefs=True)
         self.element_id = element_id
+        self.attr = attr
         self.depth = 0
         self.found = False
         self.text: list[str] = []
@@ -67,7 +68,7 @@ class _ById(HTMLParser):
             return
         if self.depth:
             self.depth += 1
-        elif not self.found and dict(attrs).get("id") == self.element_id:
+        elif not self.found and dict(attrs).get(self.attr) == self.element_id:
             self.found = True
             self.depth = 1
 
@@ -86,4 +87,13 @@ def element_text(page: str, element_id: str) -> str:
     parser.feed(page)
     parser.close()
     assert parser.found, f"no element with id={element_id!r} in the page"
+    return " ".join("".join(parser.text).split())
+
+
+def labelled_text(page: str, label: str) -> str:
+    """Whitespace-folded text of the first element with ``aria-label=label`` (a dialog)."""
+    parser = _ById(label, attr="aria-label")
+    parser.feed(page)
+    parser.close()
+    assert parser.found, f"no element with aria-label={label!r} in the page"
     return " ".join("".join(parser.text).split())

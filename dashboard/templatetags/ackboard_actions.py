@@ -2,8 +2,9 @@
 
 ``{% entry_audit_events stream entry_id as events %}`` runs one indexed SQL query (see
 ``dashboard.audit.audit_for_entry``); ``{% operator_consumer %}`` is Claim's default
-target; ``{% confirmdialog %}`` is the one confirm dialog. Nothing here touches Redis or
-writes anything.
+target; ``{% confirmdialog %}`` is the one confirm dialog; ``{% action_explain %}`` is
+what each action does, in one line, from ``EXPLAIN``, the one place that says it. Nothing
+here touches Redis or writes anything.
 """
 
 from __future__ import annotations
@@ -35,6 +36,70 @@ def entry_audit_events(stream: str, entry_id: str, limit: int = 50) -> list[Audi
 def operator_consumer() -> str:
     """The consumer Claim hands entries to unless the operator names another."""
     return str(settings.ACKBOARD_OPERATOR_CONSUMER)
+
+
+#: What each action does, in one line: next to its button, in its dialog or its confirm
+#: question. Written here only, so the pages and the dialogs never disagree. Placeholders:
+#: {group} and, for Retry, {retry_idle} (ACKBOARD_RETRY_IDLE_MS, in seconds).
+EXPLAIN: dict[str, str] = {
+    "retry": (
+        "Retry makes it due at the next reclaim sweep of a {group} worker: its idle time "
+        "becomes {retry_idle}, so a worker whose --min-idle-ms is no longer takes it over. "
+        "Same id, this group only."
+    ),
+    "retry-due": (
+        "Already due: it has been idle longer than the {retry_idle} Retry gives, so the "
+        "next reclaim sweep of a {group} worker takes it anyway. Retry changes nothing "
+        "you can see."
+    ),
+    "claim": (
+        "Claim hands it to the consumer you name only until it has been idle for the "
+        "workers' --min-idle-ms; then a worker's reclaim sweep takes it back. It counts "
+        "as one delivery toward --max-deliveries."
+    ),
+    "dead-letter": (
+        "Dead-letter moves it, with where it came from, to the dead-letter stream and "
+        "acknowledges it in {group}; Replay there puts it back."
+    ),
+    "acknowledge": (
+        "Acknowledge discards it in {group} without running it; other groups keep their "
+        "copy. It cannot be undone."
+    ),
+    "replay": (
+        "Replay adds it to the stream again, with a new id, for {group} only (workers of "
+        "other groups acknowledge it without running it), and removes it from the dead "
+        "letters."
+    ),
+    "delete": "Delete removes this dead letter for good; nothing is replayed.",
+    "purge": (
+        "Purge deletes every dead letter of this stream for good, and nothing at all if "
+        "anything was dead-lettered since this page loaded."
+    ),
+}
+
+
+@register.simple_tag
+def action_explain(action: str, row: Any = None, group: str = "") -> str:
+    """The one line that says what ``action`` does (``EXPLAIN``), for ``row`` of ``group``.
+
+    Retry of a pending ``row`` already idle at least ``ACKBOARD_RETRY_IDLE_MS`` says it
+    is already due, which is why such a Retry changes nothing visible. Plain text: the
+    template escapes it.
+    """
+    retry_idle_ms = int(settings.ACKBOARD_RETRY_IDLE_MS)
+    key = "retry-due" if action == "retry" and retry_due(row) else action
+    group = group or str(getattr(row, "group", "") or "its group")
+    return EXPLAIN[key].format(group=group, retry_idle=_seconds(retry_idle_ms))
+
+
+@register.simple_tag
+def retry_due(row: Any) -> bool:
+    """Whether a Retry of pending ``row`` would change nothing: it is already due."""
+    return bool(getattr(row, "idle_ms", 0) >= int(settings.ACKBOARD_RETRY_IDLE_MS))
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g} s"
 
 
 #: The one confirm dialog: the button that opens it, and the <dialog> whose form holds the

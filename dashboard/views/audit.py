@@ -34,6 +34,7 @@ CSV_COLUMNS = (
     "detail",
     "new_ids",
     "state_before",
+    "channel",
 )
 
 
@@ -103,6 +104,7 @@ def _csv_rows(events: Iterator[AuditEvent]) -> Iterator[str]:
             e.detail,
             " ".join(e.new_ids),
             json.dumps(e.state_before, sort_keys=True, default=str),
+            e.channel,
         )
         yield writer.writerow([csv_cell(v) for v in row])
 

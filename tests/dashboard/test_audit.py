@@ -121,6 +121,21 @@ class AuditPageTests:
         body = client.get(url, {"stream": "orders"}).content.decode()
         assert _ids_column(body) == ["2-0", "1-0"]
 
+    def test_shows_which_channel_acted(self, client: Client, django_user_model: type[User]) -> None:
+        make_user(django_user_model, "reader", "view_queues")
+        bob = make_user(django_user_model, "bob")
+        for n, channel in enumerate(("button", "cli", "api")):
+            audit_record(
+                user=bob, action="retry", stream="s", entry_ids=[f"{n}-0"], result="ok",
+                channel=channel,
+            )  # fmt: skip
+        client.login(username="reader", password="pw")
+        page = client.get(reverse("dashboard:audit")).content.decode()
+        rows = table_rows(page, "audit-").values()
+        assert [(cells[IDS_COLUMN], cells[IDS_COLUMN + 2]) for cells in rows] == [
+            ("2-0", "api"), ("1-0", "cli"), ("0-0", "button")
+        ]  # fmt: skip
+
     def test_htmx_gets_only_the_table_partial(
         self, client: Client, django_user_model: type[User]
     ) -> None:
@@ -161,4 +176,5 @@ class AuditPageTests:
         rows = list(csv.DictReader(io.StringIO(response.getvalue().decode())))
         assert len(rows) == 1
         assert rows[0]["ids"] == "1-0 2-0"
+        assert rows[0]["channel"] == "button"
         assert rows[0]["reason"] == '\'=HYPERLINK("http://evil")'

@@ -1,8 +1,10 @@
-"""A real Ackboard web process (daphne, ASGI) and the system Chromium, for browser runs.
+"""A real Ackboard web process (the production ASGI server) and the system Chromium.
 
-Used by the browser tests and the live-update benchmarks. The server gets its own SQLite
-file (migrated, one superuser), the given Redis, and production settings over plain
-HTTP; it never runs in demo mode. Chromium is the system one: Playwright cannot download
+Used by the browser tests and the benchmarks. The server is started exactly as in
+production (``dashboard.serve.server_argv``: the default server and its flags, unless a
+test names another) with its own SQLite file (migrated, one superuser, or one user with
+a role), the given Redis, and production settings over plain HTTP; it never runs in demo
+mode. Chromium is the system one: Playwright cannot download
 browsers here, and a missing one is an error with instructions, never a skip.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 
 import redis
 
+from dashboard.serve import DEFAULT_SERVER, server_argv
 from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
@@ -67,7 +70,7 @@ def serving(server: LiveServer) -> Iterator[LiveServer]:
 
 @dataclass
 class LiveServer:
-    """``daphne dashboard.asgi:application`` on a free loopback port."""
+    """The production ASGI server (``dashboard.serve``) on a free loopback port."""
 
     redis_url: str
     streams: str = "*"
@@ -82,8 +85,14 @@ class LiveServer:
     ingest_poll: float | None = None
     proc: subprocess.Popen[bytes] | None = None
     ingestor: subprocess.Popen[bytes] | None = None
-    #: Extra daphne options, e.g. ``("--websocket_timeout", "5")``.
-    daphne_args: tuple[str, ...] = ()
+    #: Which ASGI server (``dashboard.serve.SERVERS``); production's by default.
+    server: str = DEFAULT_SERVER
+    #: Extra server options, e.g. daphne's ``("--websocket_timeout", "5")``.
+    server_args: tuple[str, ...] = ()
+    #: None: the user is a superuser. Else a ``grant_role`` role ("operator", "read-only").
+    role: str | None = None
+    #: More environment for every process (e.g. ``{"ACKBOARD_MAX_STREAMS": "20000"}``).
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -91,14 +100,14 @@ class LiveServer:
 
     @property
     def log_path(self) -> Path:
-        return self.workdir / "daphne.log"
+        return self.workdir / "web.log"
 
     def log_mark(self) -> int:
-        """Where the daphne log ends now: pass it to ``log_since``."""
+        """Where the server's log ends now: pass it to ``log_since``."""
         return self.log_path.stat().st_size if self.log_path.exists() else 0
 
     def log_since(self, mark: int) -> str:
-        """What daphne (access lines included) logged after ``mark``."""
+        """What the server (access lines included) logged after ``mark``."""
         with self.log_path.open("rb") as log:
             log.seek(mark)
             return log.read().decode("utf-8", "replace")
@@ -122,6 +131,7 @@ class LiveServer:
             ACKBOARD_LOG_LEVEL="WARNING",
             DJANGO_SUPERUSER_PASSWORD=self.password,
         )
+        env.update(self.extra_env)
         return env
 
     def _manage(self, *args: str) -> None:
@@ -138,9 +148,19 @@ class LiveServer:
 
     def start(self, timeout: float = 30.0) -> LiveServer:
         self._manage("migrate", "--noinput")
-        self._manage(
-            "createsuperuser", "--noinput", "--username", self.username, "--email", "op@example.com"
-        )
+        if self.role is None:
+            self._manage(
+                "createsuperuser", "--noinput", "--username", self.username,
+                "--email", "op@example.com",
+            )  # fmt: skip
+        else:
+            self._manage("grant_role", self.username, self.role, "--create")
+            self._manage(
+                "shell", "-c",
+                "import os; from django.contrib.auth import get_user_model; "
+                f"u = get_user_model().objects.get(username={self.username!r}); "
+                "u.set_password(os.environ['DJANGO_SUPERUSER_PASSWORD']); u.save()",
+            )  # fmt: skip
         if self.ingest_poll is not None:
             self.ingestor = subprocess.Popen(
                 [sys.executable, "manage.py", "ingest_failures", "--poll", str(self.ingest_poll)],
@@ -152,20 +172,19 @@ class LiveServer:
         return self.start_web(timeout)
 
     def start_web(self, timeout: float = 30.0) -> LiveServer:
-        """Start (or restart, on the same port) the daphne process."""
+        """Start (or restart, on the same port) the web process."""
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-             *self.daphne_args, "dashboard.asgi:application"],
+            server_argv(self.server, host="127.0.0.1", port=self.port, extra=self.server_args),
             cwd=ROOT,
             env=self.env(),
             stdout=log,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise ServerFailed(f"daphne exited early:\n{self.log_path.read_text()}")
+                raise ServerFailed(f"{self.server} exited early:\n{self.log_path.read_text()}")
             try:
                 with urllib.request.urlopen(self.url + "/login/", timeout=1) as response:
                     if response.status == 200:
@@ -174,7 +193,7 @@ class LiveServer:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise ServerFailed(f"daphne did not answer:\n{self.log_path.read_text()}")
+                raise ServerFailed(f"{self.server} did not answer:\n{self.log_path.read_text()}")
             time.sleep(0.1)
 
     def worker(self, *args: str) -> subprocess.Popen[bytes]:

@@ -209,7 +209,7 @@ class ServerClosedSocketTests:
         stream = f"{names}long-{uuid.uuid4().hex[:6]}"
         browser_redis.xadd(stream, {"payload": '{"n": 1}'})
         web_server.stop_web()
-        web_server.daphne_args = ("--websocket_timeout", "3")
+        web_server.server_args = ("--websocket_timeout", "3")
         try:
             web_server.start_web()
             mark = web_server.log_mark()
@@ -227,5 +227,5 @@ class ServerClosedSocketTests:
             assert log_problems(web_server.log_since(mark)) == []
         finally:
             web_server.stop_web()
-            web_server.daphne_args = ()
+            web_server.server_args = ()
             web_server.start_web()

@@ -1,0 +1,74 @@
+"""The one way to start the web process: an ASGI server's command line with production flags.
+
+``manage.py serve``, the demo, the browser tests and ``benchmarks.serving`` all build the
+server's argv here, so the server users run in production is the one the demo and the
+tests run. It owns the flags; it never imports a server (the argv runs as its own
+process, ``python -m <server> …``), and it never reads Redis or the database.
+
+The same promises on every server:
+- **one worker process**: each web process runs one live broadcaster (see
+  dashboard/live/broadcaster.py); scale out with more processes behind a balancer;
+- **no proxy-header rewriting by the server**: the client address and scheme behind a
+  proxy come from Django's settings (``DJANGO_BEHIND_PROXY``, ``DJANGO_PROXY_COUNT``),
+  which take the right-most ``X-Forwarded-For`` entry; servers that take the left-most
+  one (daphne, uvicorn) would let a client choose its own address;
+- **WebSocket keep-alive** like daphne's defaults: a ping every 20 s, closed after 30 s
+  without an answer (granian keeps its own, not configurable);
+- **access lines on** (one per request and per socket handshake), as daphne logs them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+#: The ASGI application every server runs.
+APPLICATION: Final = "dashboard.asgi:application"
+#: Servers ``serve`` knows.
+SERVERS: Final = ("daphne", "granian", "uvicorn")
+#: The production default (chosen by the numbers in ``benchmarks.serving --compare``).
+DEFAULT_SERVER: Final = "daphne"
+#: daphne's defaults, which the other servers are configured to match.
+WS_PING_INTERVAL: Final = 20
+WS_PING_TIMEOUT: Final = 30
+
+
+def server_argv(
+    server: str = DEFAULT_SERVER,
+    *,
+    host: str = "127.0.0.1",
+    port: int | str = 8000,
+    extra: Sequence[str] = (),
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line that serves the dashboard with ``server`` on ``host:port``.
+
+    ``extra`` is appended before the application (server-specific flags, e.g. daphne's
+    ``--websocket_timeout``). ValueError for an unknown server.
+    """
+    if server == "daphne":
+        flags = ["-b", host, "-p", str(port)]
+    elif server == "uvicorn":
+        flags = [
+            "--host", host, "--port", str(port),
+            "--workers", "1",
+            "--loop", "uvloop", "--http", "httptools", "--ws", "websockets",
+            "--no-proxy-headers", "--no-server-header",
+            # Channels' router has no lifespan handler; "auto" would log its refusal.
+            "--lifespan", "off",
+            "--ws-ping-interval", str(WS_PING_INTERVAL),
+            "--ws-ping-timeout", str(WS_PING_TIMEOUT),
+        ]  # fmt: skip
+    elif server == "granian":
+        flags = [
+            "--interface", "asgi",
+            "--host", host, "--port", str(port),
+            "--workers", "1",
+            "--loop", "uvloop",
+            "--ws", "--access-log",
+            "--no-respawn-failed-workers",
+        ]  # fmt: skip
+    else:
+        raise ValueError(f"unknown server {server!r}: expected one of {', '.join(SERVERS)}")
+    return [python, "-m", server, *flags, *extra, APPLICATION]

@@ -2,7 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path, re_path, register_converter
+from django.views.generic import RedirectView
 
 from dashboard import converters
 from dashboard.views import actions as action_views
@@ -33,6 +35,12 @@ app_patterns: list[URLPattern | URLResolver] = [
     path("streams/<name:stream>/dlq/", page_views.dlq, name="dlq"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("healthz", ops_views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever base.html links; answer it, not a logged 404.
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True),
+        name="favicon",
+    ),
     path("audit/", audit_views.audit_page, name="audit"),
     path("failures/", failure_views.failure_search, name="failure-search"),
     path("audit.csv", audit_views.audit_csv, name="audit-csv"),

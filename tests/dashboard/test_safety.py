@@ -50,6 +50,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "audit-csv": ("GET", "read"),
     "metrics": ("GET", "read"),  # or a bearer token: OpsTests cover it
     "healthz": ("GET", "open"),
+    "favicon": ("GET", "open"),  # a redirect to the static SVG (test_favicon.py)
     "entry-action": ("POST", "action"),
     "bulk-action": ("POST", "action"),
     "dlq-purge": ("POST", "action"),

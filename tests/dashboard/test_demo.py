@@ -38,6 +38,7 @@ from dashboard.demo.producer import (
 from dashboard.demo.supervisor import Supervisor
 from dashboard.devredis import DevRedis, dev_redis_prepare, free_port
 from dashboard.management.commands.demo import Command as DemoCommand
+from dashboard.management.commands.demo import demo_keys
 from dashboard.management.commands.queue_worker import Command as QueueWorkerCommand
 from queue_core.keys import stream_keys
 from queue_core.parsing import fields_parse
@@ -404,7 +405,7 @@ class DemoCommandTests:
             text=True,
             timeout=60,
         )
-        assert out.returncode == 1
+        assert out.returncode == 2
         assert "CommandError: cannot reach redis://127.0.0.1:" in out.stderr
         assert "Traceback" not in out.stderr
 
@@ -429,6 +430,7 @@ class DemoCommandTests:
                 "200",
                 "--grace-seconds",
                 "1",
+                "--keep",
             ],  # fmt: skip
             cwd=ROOT,
             env=env,
@@ -445,9 +447,54 @@ class DemoCommandTests:
             proc.wait(timeout=30)
         assert proc.returncode == 0, "".join(out.seen)
         assert "private redis-server" not in "".join(out.seen)
+        assert "Cleanup" not in "".join(out.seen)  # --keep
         # Not flushed, not stopped: the demo only added its own demo: keys.
         assert demo_client.get("someone-else:key") == b"kept"
         assert demo_client.xlen(ORDERS) >= 10
+        demo_client.delete("someone-else:key")
+
+    @pytest.mark.timeout(90)
+    def test_on_someone_elses_redis_it_deletes_only_the_keys_it_created(
+        self, tmp_path: Path, demo_server: DevRedis, demo_client: redis.Redis
+    ) -> None:
+        # Left by someone else: another app's key, and a demo stream from a --keep run.
+        demo_client.set("someone-else:key", "kept")
+        demo_client.xadd(EMAILS, {"payload": "{}", "left": "by an earlier run"})
+        made = [k for k in demo_keys() if k != EMAILS]
+        assert not demo_client.exists(*made)
+        env = _demo_env(tmp_path) | {"REDIS_URL": demo_server.url}
+        proc = subprocess.Popen(
+            [
+                sys.executable, "manage.py", "demo", "--port", str(free_port()),
+                "--kill-after", "0", "--backlog", "10", "--rate", "20",
+                "--max-deliveries", "1", "--grace-seconds", "1",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        out = _Lines(proc)
+        try:
+            base = out.until(r"^Dashboard\s+(http://\S+)", 40).group(1)
+            password = out.until(r"^Password\s+(\S+)", 1).group(1)
+            _login(base, "admin", password)  # a session, cached in this Redis
+            assert _poll(lambda: demo_client.exists(*made) == len(made), 20), (
+                "the demo never wrote every stream and companion"
+            )
+            assert demo_client.keys("ackboard:sessions:*")
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+        assert proc.returncode == 0, "".join(out.seen)
+        out.until(rf"^Cleanup\s+deleted the {len(made)} demo keys it created", 2)
+        assert demo_client.exists(*made) == 0
+        assert not demo_client.keys("ackboard:sessions:*")
+        assert not demo_client.keys("ackboard:channels:*")
+        # What it did not create is still there.
+        assert demo_client.get("someone-else:key") == b"kept"
+        assert demo_client.xlen(EMAILS) >= 1
         demo_client.delete("someone-else:key")
 
     @pytest.mark.timeout(90)

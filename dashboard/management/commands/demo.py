@@ -7,12 +7,16 @@ is SIGKILLed mid-batch after ``--kill-after`` seconds, so its entries go stale a
 reclaimed by the others. Ctrl-C or SIGTERM stops everything it started, workers first
 (they finish in-flight jobs), the private redis-server last.
 
-It never flushes Redis: on a server named by REDIS_URL/VALKEY_URL it writes only
-``demo:`` keys, and deletes them only with ``--reset``.
+It never flushes Redis. On a server named by REDIS_URL/VALKEY_URL it writes only the
+``demo:`` streams and their companions (and, through the dashboard, session cache keys);
+on exit it deletes those of them that did not exist when it started (``DemoKeys``), so
+the overview is left as it was. ``--keep`` keeps them; ``--reset`` deletes existing
+``demo:`` keys first. Keys it did not create are never touched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -24,12 +28,16 @@ import time
 import urllib.error
 import urllib.request
 from argparse import ArgumentParser
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.cached_db import KEY_PREFIX as SESSION_CACHE_PREFIX
+from django.contrib.sessions.models import Session
+from django.core.cache import caches
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 
@@ -39,6 +47,7 @@ from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.failure_index import failures_ingest_loop
 from queue_core.connection import Client, connect
+from queue_core.keys import stream_keys
 from queue_core.worker import worker_argv
 
 ADMIN_USERNAME = "admin"
@@ -60,6 +69,57 @@ def admin_password_reset(*, username: str = ADMIN_USERNAME) -> tuple[str, bool]:
     user.set_password(password)
     user.save()
     return password, created
+
+
+def demo_keys() -> list[str]:
+    """Every Redis key the demo's streams use: each stream and its companions, as
+    ``queue_core.keys`` names them (a companion added there is included here)."""
+    keys: list[str] = []
+    for stream in demo_groups():
+        names = stream_keys(stream)
+        keys.extend(getattr(names, f.name) for f in dataclasses.fields(names))
+    return keys
+
+
+@dataclass
+class DemoKeys:
+    """What the demo may delete on exit: what did not exist when it started.
+
+    ``existed``: which of ``demo_keys()`` were there (one pipelined EXISTS each);
+    ``sessions``: the session keys already in the database, whose cache entries a real
+    deployment sharing this Redis and database may be using.
+    """
+
+    existed: set[str]
+    sessions: set[str]
+
+    @classmethod
+    def snapshot(cls, client: Client) -> DemoKeys:
+        keys = demo_keys()
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.exists(key)
+        found = {key for key, n in zip(keys, pipe.execute(), strict=True) if n}
+        return cls(existed=found, sessions=set(_session_keys()))
+
+    def delete_created(self, client: Client) -> int:
+        """Delete the demo keys and session cache entries created since the snapshot.
+
+        One DEL per key (a cluster routes each by its slot), one cache DELETE of the new
+        sessions. Returns how many Redis keys were deleted.
+        """
+        deleted = sum(int(client.delete(k)) for k in demo_keys() if k not in self.existed)
+        new_sessions = [k for k in _session_keys() if k not in self.sessions]
+        if new_sessions:
+            try:
+                caches["sessions"].delete_many([SESSION_CACHE_PREFIX + k for k in new_sessions])
+            except Exception as exc:  # a cache that is away holds nothing to delete
+                log.warning("could not delete the demo's cached sessions: %s", exc)
+        return deleted
+
+
+def _session_keys() -> list[str]:
+    return list(Session.objects.values_list("session_key", flat=True))
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -131,6 +191,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--grace-seconds", type=float, default=5.0)
         parser.add_argument("--reset", action="store_true", help="delete existing demo: keys first")
+        parser.add_argument(
+            "--keep",
+            action="store_true",
+            help="on a Redis from REDIS_URL/VALKEY_URL, keep the keys the demo created",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         host: str = options["host"]
@@ -145,11 +210,13 @@ class Command(BaseCommand):
         try:
             server = dev_redis_prepare(environ=os.environ, preexec_fn=die_with_parent)
         except DevRedisError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=2) from exc  # a configuration error
         supervisor: Supervisor | None = None
         producer: Producer | None = None
         ingest_stop = threading.Event()
         ingest: threading.Thread | None = None
+        made: DemoKeys | None = None
+        client: Client | None = None
         try:
             self._use_redis(server.url)
             self._say(f"Redis      {server.version}, {server.plan.describe()}")
@@ -161,6 +228,9 @@ class Command(BaseCommand):
             client = connect(server.url, client_name="ackboard-demo")
             if options["reset"]:
                 self._say(f"Reset      deleted {demo_reset(client=client)} demo: keys")
+            if server.process is None and not options["keep"]:
+                # Someone else's Redis: leave it as it was found (a private one just stops).
+                made = DemoKeys.snapshot(client)
             demo_groups_create(client=client)
             producer = Producer(client=client, rate=options["rate"])
             producer.add(orders=options["backlog"], emails=options["backlog"] // 2)
@@ -190,10 +260,20 @@ class Command(BaseCommand):
                 ingest.join(timeout=10)
             if supervisor is not None:
                 supervisor.stop(timeout=options["grace_seconds"] + 5)
+            if made is not None and client is not None:
+                self._cleanup(made, client)
             if server.process is not None:
                 self._say("Stopping   private redis-server")
             server.stop()
             self._say("Stopped.")
+
+    def _cleanup(self, made: DemoKeys, client: Client) -> None:
+        try:
+            deleted = made.delete_created(client)
+        except redis.RedisError as exc:
+            self._say(f"Cleanup    could not delete the demo's keys: {exc}")
+            return
+        self._say(f"Cleanup    deleted the {deleted} demo keys it created (--keep keeps them)")
 
     # --- setup -------------------------------------------------------------------------
 

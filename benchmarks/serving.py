@@ -394,10 +394,22 @@ def run_fanout(server: str, quick: bool) -> None:
 # --- the ASGI servers side by side --------------------------------------------------------
 
 
+@dataclass
+class Rate:
+    """Requests per second from C clients, and the server's CPU per request."""
+
+    per_second: float
+    cpu_ms: float
+
+
 def http_rate(
-    port: int, path: str, cookies: dict[str, str], connections: int, seconds: float
-) -> float:
-    """Requests per second from ``connections`` keep-alive clients (threads) over ``seconds``."""
+    port: int, pid: int, path: str, cookies: dict[str, str], connections: int, seconds: float
+) -> Rate:
+    """``connections`` keep-alive clients (threads) requesting ``path`` for ``seconds``.
+
+    The server's CPU per request (utime + stime of its process tree) is the figure that
+    holds on a shared machine; requests per second also count the clients' share of it.
+    """
     stop = threading.Event()
     counts = [0] * connections
     errors: list[str] = []
@@ -414,6 +426,7 @@ def http_rate(
         browser.close()
 
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(connections)]
+    cpu0 = cpu_seconds(pid)
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -422,9 +435,11 @@ def http_rate(
     for thread in threads:
         thread.join(timeout=60)
     elapsed = time.perf_counter() - began
+    cpu = cpu_seconds(pid) - cpu0
     if errors:
         raise SystemExit(errors[0])
-    return sum(counts) / elapsed
+    done = sum(counts)
+    return Rate(done / elapsed, cpu / max(1, done) * 1000)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -498,46 +513,81 @@ async def _broadcast(
     return received, cpu, writes
 
 
+@dataclass
+class ServerRun:
+    """One server's figures in one round of ``--only compare``."""
+
+    healthz: Rate
+    group: Rate
+    healthz_ms: float
+    group_ms: float
+    fewest_updates: int
+    most_updates: int
+    cpu_us_per_socket_update: float
+
+
+def compare_once(
+    redis_url: str, client: redis.Redis, server: str, seconds: float, sockets: int, connections: int
+) -> ServerRun:
+    with web_process(redis_url, server, PEL_STREAM) as web, logged_in(web) as browser:
+        assert web.proc is not None
+        pid = web.proc.pid
+        group = group_path(PEL_STREAM, PEL_GROUP)
+        http_rate(web.port, pid, "/healthz", browser.cookies, connections, 1.0)  # warm-up
+        http_rate(web.port, pid, group, browser.cookies, connections, 1.0)
+        healthz = http_rate(web.port, pid, "/healthz", browser.cookies, connections, seconds)
+        page = http_rate(web.port, pid, group, browser.cookies, connections, seconds)
+        single = measure(browser, "group", group, repeat=15)
+
+        def produce() -> None:
+            client.xadd(PEL_STREAM, {"payload": "{}"})
+
+        received, cpu, _ = asyncio.run(
+            _broadcast(web.port, browser.cookies, f"/ws{group}", sockets, seconds, produce, pid)
+        )
+        return ServerRun(
+            healthz, page, single.healthz_ms, single.page_ms, min(received), max(received),
+            cpu / max(1, sum(received)) * 1e6,
+        )  # fmt: skip
+
+
 def run_compare(
-    redis_url: str, client: redis.Redis, servers: list[str], quick: bool, connections: int
+    redis_url: str,
+    client: redis.Redis,
+    servers: list[str],
+    quick: bool,
+    connections: int,
+    rounds: int,
 ) -> None:
+    """Each server ``rounds`` times, the order reversed every other round; medians."""
     seconds = 3.0 if quick else 10.0
     sockets = 20 if quick else 100
-    rows: list[tuple[str, float, float, float, float, int, int, float]] = []
-    for server in servers:
-        with web_process(redis_url, server, PEL_STREAM) as web, logged_in(web) as browser:
-            group = group_path(PEL_STREAM, PEL_GROUP)
-            http_rate(web.port, "/healthz", browser.cookies, connections, 1.0)  # warm-up
-            healthz = http_rate(web.port, "/healthz", browser.cookies, connections, seconds)
-            page = http_rate(web.port, group, browser.cookies, connections, seconds)
-            single = measure(browser, "group", group, repeat=15)
-            path = f"/ws{group}"
-            assert web.proc is not None
-            received, cpu, writes = asyncio.run(
-                _broadcast(
-                    web.port, browser.cookies, path, sockets, seconds,
-                    lambda: client.xadd(PEL_STREAM, {"payload": "{}"}, maxlen=None) and None,
-                    web.proc.pid,
-                )
-            )  # fmt: skip
-            updates = sum(received)
-            rows.append(
-                (server, healthz, page, single.healthz_ms, single.page_ms, min(received),
-                 max(received), cpu / max(1, updates) * 1e6)
-            )  # fmt: skip
-            print(f"  measured {server}", file=sys.stderr)
+    runs: dict[str, list[ServerRun]] = {server: [] for server in servers}
+    for turn in range(rounds):
+        for server in servers if turn % 2 == 0 else servers[::-1]:
+            run = compare_once(redis_url, client, server, seconds, sockets, connections)
+            runs[server].append(run)
+            print(f"  round {turn + 1}: {server} {run}", file=sys.stderr)
     print(
-        f"\nASGI servers ({connections} keep-alive connections x {seconds:.0f} s; "
-        f"{sockets} sockets on the group page, an XADD every 0.5 s for {seconds:.0f} s)"
+        f"\nASGI servers, median of {rounds} rounds ({connections} keep-alive connections x "
+        f"{seconds:.0f} s per figure; {sockets} sockets on the group page, an XADD every "
+        f"0.5 s for {seconds:.0f} s)"
     )
     print(
-        f"  {'server':<8} {'/healthz req/s':>15} {'group req/s':>12} {'/healthz ms':>12} "
-        f"{'group ms':>9} {'updates/socket min-max':>23} {'CPU us/socket-update':>21}"
+        f"  {'server':<8} {'/healthz req/s':>14} {'CPU ms/req':>10} {'group req/s':>11} "
+        f"{'CPU ms/req':>10} {'/healthz ms':>11} {'group ms':>9} {'updates/socket':>15} "
+        f"{'CPU us/socket-update':>20}"
     )
-    for server, healthz, page, h_ms, p_ms, low, high, cpu_us in rows:
+    med = statistics.median
+    for server, done in runs.items():
         print(
-            f"  {server:<8} {healthz:>15,.0f} {page:>12,.1f} {h_ms:>12.2f} {p_ms:>9.1f} "
-            f"{f'{low}-{high}':>23} {cpu_us:>21,.0f}"
+            f"  {server:<8} {med(r.healthz.per_second for r in done):>14,.0f} "
+            f"{med(r.healthz.cpu_ms for r in done):>10.2f} "
+            f"{med(r.group.per_second for r in done):>11,.1f} "
+            f"{med(r.group.cpu_ms for r in done):>10.1f} "
+            f"{med(r.healthz_ms for r in done):>11.2f} {med(r.group_ms for r in done):>9.1f} "
+            f"{f'{min(r.fewest_updates for r in done)}-{max(r.most_updates for r in done)}':>15} "
+            f"{med(r.cpu_us_per_socket_update for r in done):>20,.0f}"
         )
 
 
@@ -554,6 +604,7 @@ def main() -> int:
     parser.add_argument("--servers", default=",".join(SERVERS), help="for --only compare")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--connections", type=int, default=8, help="for --only compare")
+    parser.add_argument("--rounds", type=int, default=2, help="for --only compare")
     args = parser.parse_args()
     phases = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = set(phases) - set(PHASES)
@@ -586,7 +637,9 @@ def main() -> int:
             run_fanout(args.server, args.quick)
         if "compare" in phases:
             servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-            run_compare(redis_server.url, client, servers, args.quick, args.connections)
+            run_compare(
+                redis_server.url, client, servers, args.quick, args.connections, args.rounds
+            )
     finally:
         redis_server.cleanup()
     print(f"\n(uv run python -m benchmarks.serving {' '.join(sys.argv[1:])})")

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from queue_core.connection import Client
 from queue_core.failures import FailureBacklog, now_ms
@@ -112,7 +113,7 @@ def _job_run(
         return _dead_letter_outcome(settled)
     try:
         client.xack(job.stream, job.group, job.id)
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:  # a cluster with no node for the slot
         log.error("XACK of %s %s failed (%s); it stays pending", job.stream, job.id, exc)
         return Outcome.ACK_FAILED
     return Outcome.ACKED

@@ -18,8 +18,10 @@ websocket_urlpatterns: list[URLPattern] = [
 ]
 
 
-def live_path(kind: str, *, stream: str = "", group: str = "", entry_id: str = "") -> str:
+def live_path(
+    kind: str, *, stream: str = "", group: str = "", entry_id: str = "", view: str = ""
+) -> str:
     """The socket path of a surface, e.g. ``/ws/streams/a%252Fb/groups/g/``."""
     if kind not in KINDS:
         raise ValueError(f"unknown live surface kind {kind!r}")
-    return socket_path(Surface(kind, stream=stream, group=group, entry_id=entry_id))
+    return socket_path(Surface(kind, stream=stream, group=group, entry_id=entry_id, view=view))

@@ -251,10 +251,13 @@ ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|s
 #: is reachable through the overview's pages and filter.
 ACKBOARD_MAX_STREAMS = _int("ACKBOARD_MAX_STREAMS", 100_000, minimum=1)
 #: Streams per overview page (each page reads only its own rows: two round trips).
-ACKBOARD_OVERVIEW_PAGE_SIZE = _int("ACKBOARD_OVERVIEW_PAGE_SIZE", 100, minimum=1)
+ACKBOARD_OVERVIEW_PAGE_SIZE = _int("ACKBOARD_OVERVIEW_PAGE_SIZE", 50, minimum=1)
 #: Seconds between two background refreshes of the stream index (a SCAN pass of the
 #: keyspace and a round of per-stream figures, each in bounded steps, off the request path).
 ACKBOARD_INDEX_REFRESH_S = _float("ACKBOARD_INDEX_REFRESH_S", 10.0, minimum=0.1)
+#: Up to this many streams /metrics reads every stream's figures fresh per collection;
+#: above it, it reports the stream index's background-refreshed figures and their age.
+ACKBOARD_METRICS_FRESH_MAX = _int("ACKBOARD_METRICS_FRESH_MAX", 1_000)
 #: Whether a background thread keeps the stream index warm (off only in tests that step it).
 ACKBOARD_INDEX_BACKGROUND = _flag("ACKBOARD_INDEX_BACKGROUND", True)
 #: Most entries one bulk request may touch.

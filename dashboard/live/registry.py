@@ -27,6 +27,7 @@ from django.urls import reverse
 from django.utils.module_loading import import_string
 
 from dashboard.converters import NameConverter, name_problem, name_segment
+from dashboard.stream_index import OverviewQuery
 from queue_core.connection import Client
 from queue_core.keys import stream_visible
 from queue_core.types import LiveStamps
@@ -44,6 +45,8 @@ class Surface:
     stream: str = ""
     group: str = ""
     entry_id: str = ""
+    #: The overview's view (name filter, sort, page) as its canonical query string.
+    view: str = ""
 
     @property
     def spec(self) -> SurfaceKind:
@@ -96,9 +99,16 @@ class SurfaceKind:
 # --- what makes each kind change -------------------------------------------------------
 
 
+def overview_streams(surface: Surface) -> tuple[str, ...]:
+    """The streams on an overview surface's page, from the process's stream index: no
+    Redis, O(page) once the view's order is cached (``dashboard.stream_index``)."""
+    names: Callable[..., tuple[str, ...]] = import_string(_PAGES + "overview_page_names")
+    return names(view=surface.view)
+
+
 def _overview_signature(surface: Surface, poll: Poll) -> Any:
     stamps = poll.stamps.streams
-    return tuple((n, stamps.get(n), poll.marks.get(n)) for n in poll.overview_streams)
+    return tuple((n, stamps.get(n), poll.marks.get(n)) for n in overview_streams(surface))
 
 
 def _stream_signature(surface: Surface, poll: Poll) -> Any:
@@ -132,7 +142,7 @@ KINDS: dict[str, SurfaceKind] = {
         partials=("stream-table",),
         context=_PAGES + "overview_context",
         page="dashboard:overview",
-        socket="overview/",
+        socket="overview/{view}/",
         signature=_overview_signature,
         every_stream=True,
     ),
@@ -186,6 +196,20 @@ def _visible_stream(raw: str) -> str | None:
     return name
 
 
+def _view_segment(view: str) -> str:
+    return name_segment(view) if view else "-"  # a route segment is never empty
+
+
+def _overview_view(raw: str) -> str | None:
+    """The canonical view of a socket path segment, or None where the page answers 400."""
+    if raw == "-":
+        return ""
+    try:
+        return OverviewQuery.from_view(NameConverter().to_python(raw)).encode()
+    except ValueError:
+        return None
+
+
 def _page_entry_id(raw: str) -> str | None:
     try:
         # The page's own check (both parts within 64 bits), so a socket never follows an
@@ -200,6 +224,7 @@ _CODECS: dict[str, tuple[Callable[[str], str], Callable[[str], str | None]]] = {
     "stream": (name_segment, _visible_stream),
     "group": (name_segment, _page_name),
     "entry_id": (lambda value: quote(value, safe=""), _page_entry_id),
+    "view": (_view_segment, _overview_view),
 }
 
 
@@ -232,7 +257,9 @@ def surface_from_route(kind: str, names: Mapping[str, str]) -> Surface | None:
 
 def surface_path(surface: Surface) -> str:
     """The page URL path of a surface's default view, decoded like ``request.path``."""
-    return unquote(reverse(surface.spec.page, args=list(surface.params().values())))
+    names = [v for k, v in surface.params().items() if k != "view"]
+    path = unquote(reverse(surface.spec.page, args=names))
+    return path + "?" + surface.view if surface.view else path
 
 
 def surface_context(*, surface: Surface, client: Client) -> dict[str, Any]:

@@ -11,5 +11,7 @@ register = template.Library()
 
 
 @register.simple_tag
-def live_url(kind: str, stream: str = "", group: str = "", entry_id: str = "") -> str:
-    return live_path(kind, stream=stream, group=group, entry_id=entry_id)
+def live_url(
+    kind: str, stream: str = "", group: str = "", entry_id: str = "", view: str = ""
+) -> str:
+    return live_path(kind, stream=stream, group=group, entry_id=entry_id, view=view)

@@ -30,7 +30,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import failure_index, payloads
+from dashboard import failure_index, payloads, stream_index
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
@@ -206,24 +206,95 @@ def _check_visible(stream: str) -> None:
         raise Http404("No such stream here.")
 
 
-def overview_context(*, client: Client) -> dict[str, Any]:
-    """Every visible stream with its health: SCAN, two pipelined round trips, one SQL query.
+#: Health badge levels, worst first: the order of the overview's "health" sort.
+_LEVEL_RANK = {"bad": 0, "warn": 1, "ok": 2, "idle": 3}
 
-    Health is O(streams + groups + consumers) (``queue_core.health``), never O(pending).
+
+def _sort_key(sort: str, now_ms: int) -> stream_index.SortKey | None:
+    """How the ``sort`` order ranks a stream from its cached figures (None: by name, which
+    needs no figures). Streams whose figures are not gathered yet come last. The health
+    order uses the badge's Redis side (liveness, dead letters, old pending, idle groups);
+    failures in the last hour come from the failure index and are shown, not ranked."""
+    stuck_after_ms = settings.ACKBOARD_STUCK_AFTER_MS
+
+    def health(name: str, s: StreamSummary | None) -> tuple[object, ...]:
+        if s is None:
+            return (1, 0, name)
+        liveness = queue_health.summary_health(
+            summary=s, stuck_after_ms=stuck_after_ms, now_ms=now_ms
+        )
+        badge = stream_health(summary=s, liveness=liveness, failures_last_hour=0, now_ms=now_ms)
+        return (0, _LEVEL_RANK[badge.level], name)
+
+    def figure(value: Callable[[StreamSummary], int | None]) -> stream_index.SortKey:
+        def key(name: str, s: StreamSummary | None) -> tuple[object, ...]:
+            got = value(s) if s is not None else None
+            return (got is None, got if got is not None else 0, name)
+
+        return key
+
+    keys: dict[str, stream_index.SortKey] = {
+        "health": health,
+        "lag": figure(lambda s: -s.max_lag if s.max_lag is not None else None),
+        "pending": figure(lambda s: -s.pending),
+        "oldest": figure(lambda s: s.oldest_pending_ms),
+    }
+    return keys.get(sort)
+
+
+def _age_s(at: float | None) -> int | None:
+    return None if at is None else max(0, int(time.time() - at))
+
+
+def overview_page_names(*, view: str = "") -> tuple[str, ...]:
+    """The streams on a view's page, from this process's index alone (no Redis, no
+    build): what the live broadcaster polls for an open overview. () when malformed or
+    not built yet."""
+    index = stream_index.index_current(create=False)
+    try:
+        query = stream_index.OverviewQuery.from_view(view)
+    except ValueError:
+        return ()
+    if index is None or not index.ready:
+        return ()
+    size = settings.ACKBOARD_OVERVIEW_PAGE_SIZE
+    return stream_index.overview_page(
+        index=index, query=query, size=size, key=_sort_key(query.sort, _now_ms())
+    ).names
+
+
+def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
+    """One page of the visible streams with their health, for the view ``view`` (a
+    canonical query string, ``stream_index.OverviewQuery``: name filter, sort, page).
+
+    Costs O(page), not O(streams): the names come from this process's stream index
+    (``dashboard.stream_index``; no SCAN on a request once it is built, filtering and
+    ordering in memory and cached), then the page's rows are read fresh: two pipelined
+    round trips (``selectors.stream_summaries``) and one SQL query for failures. Health is
+    O(page + its groups + consumers) (``queue_core.health``), never O(pending). The first
+    request of a process builds the index (bounded, ``stream_index.FIRST_BUILD_S``).
     """
-    overview = selectors.stream_overview(
-        client=client,
-        patterns=tuple(settings.ACKBOARD_STREAMS),
-        cap=settings.ACKBOARD_MAX_STREAMS,
-    )
+    try:
+        query = stream_index.OverviewQuery.from_view(view)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    index = stream_index.overview_index(client=client, figures=query.sort != "name")
     now_ms = _now_ms()
+    page = stream_index.overview_page(
+        index=index,
+        query=query,
+        size=settings.ACKBOARD_OVERVIEW_PAGE_SIZE,
+        key=_sort_key(query.sort, now_ms),
+    )
+    summaries = selectors.stream_summaries(client=client, streams=page.names)
+    index.remember(summaries)
     # One grouped query on the failure index; no Redis reads, whatever the stream count.
     failures = failure_index.failures_count_since(
-        streams=[s.name for s in overview.streams],
+        streams=[s.name for s in summaries],
         since=timezone.now() - timedelta(hours=1),
     )
     rows = []
-    for s in overview.streams:
+    for s in summaries:
         liveness = queue_health.summary_health(
             summary=s, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=now_ms
         )
@@ -232,7 +303,22 @@ def overview_context(*, client: Client) -> dict[str, Any]:
         rows.append(
             OverviewRow(summary=s, failures_last_hour=count, health=badge, liveness=liveness)
         )
-    return {"overview": overview, "rows": rows, "now_ms": now_ms}
+    snap = index.snapshot()
+    figures_age = index.summaries_age()
+    return {
+        "rows": rows,
+        "now_ms": now_ms,
+        "query": query,
+        "view": query.encode(),
+        "page": page,
+        "sorts": stream_index.SORTS,
+        "index": snap,
+        "index_age_s": _age_s(snap.refreshed_at),
+        "figures_age_s": None if figures_age is None else int(figures_age),
+        "figures_missing": max(0, len(snap.names) - index.summarized()),
+        "prev_query": query.encode(page=page.page - 1) if page.page > 1 else None,
+        "next_query": query.encode(page=page.page + 1) if page.page < page.pages else None,
+    }
 
 
 def _entry_rows(entries: tuple[StreamEntry, ...]) -> list[EntryRow]:
@@ -437,9 +523,17 @@ def _bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 @queues_view_required
 @_bad_input
 def overview(request: HttpRequest) -> HttpResponse:
-    context = overview_context(client=get_redis())
+    try:
+        query = stream_index.OverviewQuery.parse(request.GET)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    context = overview_context(client=get_redis(), view=query.encode())
     return _render(
-        request, "dashboard/overview.html", context, partials=("stream-table",), default=None
+        request,
+        "dashboard/overview.html",
+        context,
+        partials=("overview-view", "stream-table"),
+        default=None,
     )
 
 

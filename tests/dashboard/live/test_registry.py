@@ -28,6 +28,7 @@ from dashboard.live.registry import (
     surface_path,
 )
 from dashboard.routing import live_path
+from dashboard.stream_index import OverviewQuery
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
@@ -56,7 +57,8 @@ class KindTests:
     def test_socket_paths_route_back_to_their_surface(
         self, live_settings: Any, prefix: str
     ) -> None:
-        names = {"stream": prefix + "a/b %c.", "group": "g/1 %", "entry_id": "5-1"}
+        view = OverviewQuery(q="a/b %c.", sort="lag", page=2).encode()
+        names = {"stream": prefix + "a/b %c.", "group": "g/1 %", "entry_id": "5-1", "view": view}
         for kind in KINDS:
             params = {p: names[p] for p in KINDS[kind].params}
             surface = Surface(kind, **params)
@@ -65,9 +67,9 @@ class KindTests:
             match = re.match(socket_pattern(kind), path.removeprefix("/"))
             assert match is not None, (kind, path)
             assert surface_from_route(kind, match.groupdict()) == surface
-            assert surface_path(surface) == unquote(
-                reverse(KINDS[kind].page, args=[*params.values()])
-            )
+            args = [v for p, v in params.items() if p != "view"]
+            query = "?" + params["view"] if "view" in params else ""
+            assert surface_path(surface) == unquote(reverse(KINDS[kind].page, args=args)) + query
 
 
 class LivePathTests:

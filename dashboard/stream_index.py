@@ -1,0 +1,347 @@
+"""The overview's stream index in this web process: which one, who refreshes it, and views.
+
+Owns three things around ``queue_core.stream_index.StreamIndex``:
+
+- **One index per process and configuration** (Redis URL, allowlist, cap). The first
+  request that finds none builds it (``overview_index``): one bounded discovery, at most
+  ``FIRST_BUILD_S`` of SCAN steps (plus, the first time an order by figures is asked
+  for, summary steps within the same budget); whatever is not done by then is shown as
+  "discovering…" or "figures still being gathered" and filled in by the refresher.
+- **The refresher**: one daemon thread per process that calls ``StreamIndex.step`` on the
+  index in use, pausing between steps while a pass or a round is under way (``DUTY``: at
+  most a quarter of one core) and sleeping until the next one is due otherwise. So
+  discovery (SCAN, O(keyspace)) and the figures used for ordering never run on a
+  request once the index is built. It stops after ``IDLE_STOP_S`` without an overview
+  request (a process nobody looks at does not scan) and starts again with the next one.
+  With several web processes each has its own index and refresher (fine: a few hundred
+  KB each at 10,000 names): Redis sees one pass per process per
+  ``ACKBOARD_INDEX_REFRESH_S``, and two processes may list a new stream a pass apart.
+- **Views of the index**: ``OverviewQuery`` (the name filter, sort order and page number,
+  parsed from a query string and written back canonically, so the page, its pager and its
+  live socket carry the same view) and the ordered name list of a view, cached per index
+  generation (and, for orders by figures, for ``ORDER_TTL_S``).
+
+Costs: a request with a built index makes no Redis call here. Filtering is a pass over
+the cached names in memory (about 3 ms at 10,000 names) and ordering by figures a sort
+(about 10 ms at 10,000), each done once per view and cached; the request then reads only
+its page's rows (``selectors.stream_summaries``). This module never writes to Redis.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
+
+import redis
+from django.conf import settings
+from redis.exceptions import RedisClusterException
+
+from dashboard.connection import get_redis
+from queue_core.connection import Client
+from queue_core.stream_index import StreamIndex
+from queue_core.types import StreamSummary
+
+log = logging.getLogger("dashboard.stream_index")
+
+#: Most time the first request of a process spends building the index.
+FIRST_BUILD_S = 2.0
+#: Pause between two refresh steps while a pass or round is under way (the web requests
+#: of this process run meanwhile): at least this, and at least (1 - DUTY) / DUTY times
+#: the step's own time, so the refresher uses at most DUTY of one core (a 100-stream
+#: summary step takes 10-15 ms of Python on the 2-core test machine).
+STEP_PAUSE_S = 0.02
+DUTY = 0.25
+#: The refresher stops after this long without an overview request.
+IDLE_STOP_S = 600.0
+#: An order by figures (health, lag, pending, oldest) is re-sorted at most this often.
+ORDER_TTL_S = 5.0
+#: Views whose order is kept (filter + sort combinations).
+ORDER_CACHE_SIZE = 32
+#: Longest name filter accepted.
+MAX_FILTER_LENGTH = 200
+#: Highest page number accepted (far above any real overview).
+MAX_PAGE = 1_000_000
+
+#: The sort orders, each with its label; every one but "name" orders by the figures table.
+SORTS: dict[str, str] = {
+    "name": "name",
+    "health": "health, worst first",
+    "lag": "largest lag",
+    "pending": "most pending",
+    "oldest": "oldest pending",
+}
+_GLOB = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewQuery:
+    """One view of the overview: a name filter (a glob when it holds ``*``, ``?`` or
+    ``[``, case-sensitive like Redis MATCH; else a case-insensitive substring), a sort
+    order and a page number (from 1)."""
+
+    q: str = ""
+    sort: str = "name"
+    page: int = 1
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> OverviewQuery:
+        """From query parameters; ValueError with a message a user can act on."""
+        q = params.get("q", "").strip()
+        if len(q) > MAX_FILTER_LENGTH:
+            raise ValueError(f"The name filter is longer than {MAX_FILTER_LENGTH} characters.")
+        if any(ord(c) < 32 or ord(c) == 127 for c in q):
+            raise ValueError("The name filter may not contain control characters.")
+        if "[" in q and "]" not in q[q.index("[") + 1 :]:
+            raise ValueError("The name filter has a '[' without its closing ']'.")
+        sort = params.get("sort", "").strip() or "name"
+        if sort not in SORTS:
+            raise ValueError("Sort by one of: " + ", ".join(SORTS) + ".")
+        raw_page = params.get("page", "").strip() or "1"
+        if not raw_page.isascii() or not raw_page.isdigit() or not 1 <= int(raw_page) <= MAX_PAGE:
+            raise ValueError(f"The page must be a whole number from 1 to {MAX_PAGE}.")
+        return cls(q=q, sort=sort, page=int(raw_page))
+
+    @classmethod
+    def from_view(cls, view: str) -> OverviewQuery:
+        """From a canonical query string (``encode``); ValueError when malformed."""
+        return cls.parse(dict(parse_qsl(view, keep_blank_values=True)))
+
+    def encode(self, *, page: int | None = None) -> str:
+        """The canonical query string, defaults left out ("" for the default view)."""
+        page = self.page if page is None else page
+        pairs = [("q", self.q), ("sort", "" if self.sort == "name" else self.sort)]
+        pairs.append(("page", "" if page == 1 else str(page)))
+        return urlencode([(k, v) for k, v in pairs if v])
+
+    @property
+    def glob(self) -> bool:
+        return bool(_GLOB & set(self.q))
+
+    def matches(self, name: str) -> bool:
+        if not self.q:
+            return True
+        if self.glob:
+            return fnmatch.fnmatchcase(name, self.q)
+        return self.q.casefold() in name.casefold()
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewPage:
+    """One page of a view: the names on it and where it stands."""
+
+    names: tuple[str, ...]
+    page: int
+    pages: int
+    matched: int
+    total: int
+    size: int
+
+    @property
+    def first(self) -> int:
+        """The 1-based position of its first row (0 when empty)."""
+        return (self.page - 1) * self.size + 1 if self.names else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.names) - 1 if self.names else 0
+
+
+# --- the index of this process ------------------------------------------------------------
+
+_lock = threading.Lock()
+_indexes: OrderedDict[tuple[object, ...], StreamIndex] = OrderedDict()
+_build_locks: dict[int, threading.Lock] = {}
+_figures_built: set[int] = set()
+_in_use: StreamIndex | None = None
+_in_use_key: tuple[object, ...] = ()
+_used_at = 0.0
+_refresher: _Refresher | None = None
+
+
+def _key() -> tuple[object, ...]:
+    return (
+        settings.ACKBOARD_REDIS_URL,
+        tuple(settings.ACKBOARD_STREAMS),
+        int(settings.ACKBOARD_MAX_STREAMS),
+        float(settings.ACKBOARD_INDEX_REFRESH_S),
+    )
+
+
+def index_current(*, create: bool = True) -> StreamIndex | None:
+    """The index for the current settings (created empty when ``create``), no Redis."""
+    key = _key()
+    with _lock:
+        index = _indexes.get(key)
+        if index is None and create:
+            index = StreamIndex(
+                patterns=tuple(settings.ACKBOARD_STREAMS),
+                cap=int(settings.ACKBOARD_MAX_STREAMS),
+                refresh_s=float(settings.ACKBOARD_INDEX_REFRESH_S),
+            )
+            _indexes[key] = index
+            _build_locks[id(index)] = threading.Lock()
+            while len(_indexes) > 4:  # settings changed (tests): forget the oldest
+                _, old = _indexes.popitem(last=False)
+                _build_locks.pop(id(old), None)
+                _figures_built.discard(id(old))
+        return index
+
+
+def indexes_forget() -> None:
+    """Forget every index of this process (benchmarks; the next request builds anew)."""
+    refresher_stop()
+    with _lock:
+        _indexes.clear()
+        _build_locks.clear()
+        _figures_built.clear()
+        _orders.clear()
+
+
+def overview_index(*, client: Client, figures: bool = False) -> StreamIndex:
+    """The index an overview request reads: built now (bounded, ``FIRST_BUILD_S``) if this
+    process has none yet, with its figures too the first time ``figures`` are asked for
+    (an order by figures); the refresher is (re)started to keep it warm."""
+    global _in_use, _in_use_key, _used_at
+    index = index_current()
+    assert index is not None
+
+    def needed() -> bool:
+        return not index.ready or (figures and id(index) not in _figures_built)
+
+    if needed():
+        with _build_locks.get(id(index)) or threading.Lock():
+            if needed():  # another request may have built it meanwhile
+                index.build(client=client, budget_s=FIRST_BUILD_S, figures=figures)
+                if figures:
+                    _figures_built.add(id(index))
+    with _lock:
+        _in_use, _in_use_key, _used_at = index, _key(), time.monotonic()
+    if settings.ACKBOARD_INDEX_BACKGROUND:
+        _refresher_ensure()
+    return index
+
+
+class _Refresher(threading.Thread):
+    """Steps the index in use; see the module docstring."""
+
+    def __init__(self) -> None:
+        super().__init__(name="ackboard-stream-index", daemon=True)
+        self.wake = threading.Event()
+        self.stopping = False
+        self.steps = 0
+
+    def run(self) -> None:
+        global _refresher
+        failures = 0
+        while not self.stopping:
+            with _lock:
+                index, key, idle = _in_use, _in_use_key, time.monotonic() - _used_at
+                if index is None or idle > IDLE_STOP_S:
+                    _refresher = None
+                    return
+            if key != _key():  # the settings moved on (tests): the next request says where
+                self.wake.wait(0.5)
+                self.wake.clear()
+                continue
+            try:
+                began = time.monotonic()
+                report = index.step(client=get_redis())
+                took = time.monotonic() - began
+                self.steps += 1
+                failures = 0
+                pause = max(STEP_PAUSE_S, took * (1 - DUTY) / DUTY) if report.busy else 0.5
+            except (redis.RedisError, RedisClusterException) as exc:
+                failures += 1
+                pause = min(30.0, 0.5 * 2**failures)
+                log.warning("stream index refresh failed (retrying in %.1fs): %s", pause, exc)
+            except Exception:  # a bug must not end the refresher for the process's life
+                log.exception("stream index refresh step failed")
+                pause = 5.0
+            self.wake.wait(pause)
+            self.wake.clear()
+
+
+def _refresher_ensure() -> None:
+    global _refresher
+    with _lock:
+        if _refresher is None or not _refresher.is_alive():
+            _refresher = _Refresher()
+            _refresher.start()
+
+
+def refresher_stop() -> None:
+    """Stop the refresher (tests); the next overview request starts it again."""
+    global _refresher
+    with _lock:
+        refresher, _refresher = _refresher, None
+    if refresher is not None:
+        refresher.stopping = True
+        refresher.wake.set()
+        refresher.join(5.0)
+
+
+# --- views of the index ---------------------------------------------------------------------
+
+#: How a sort ranks a stream from its figures (None when not gathered yet: ranked last).
+SortKey = Callable[[str, StreamSummary | None], tuple[object, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Order:
+    generation: int
+    at: float
+    names: tuple[str, ...]
+
+
+_orders: OrderedDict[tuple[object, ...], _Order] = OrderedDict()
+
+
+def _ordered(index: StreamIndex, query: OverviewQuery, key: SortKey | None) -> tuple[str, ...]:
+    """The names of a view in order: cached per generation (and ORDER_TTL_S for figures)."""
+    snap = index.snapshot()
+    if not query.q and key is None:
+        return snap.names  # already sorted by name
+    cache_key = (id(index), query.q, query.sort)
+    now = time.monotonic()
+    with _lock:
+        hit = _orders.get(cache_key)
+        if (
+            hit
+            and hit.generation == snap.generation
+            and (key is None or now - hit.at < ORDER_TTL_S)
+        ):
+            _orders.move_to_end(cache_key)
+            return hit.names
+    names = tuple(n for n in snap.names if query.matches(n)) if query.q else snap.names
+    if key is not None:
+        figures = index.summaries()
+        names = tuple(sorted(names, key=lambda n: key(n, figures.get(n))))
+    with _lock:
+        _orders[cache_key] = _Order(snap.generation, now, names)
+        while len(_orders) > ORDER_CACHE_SIZE:
+            _orders.popitem(last=False)
+    return names
+
+
+def overview_page(
+    *, index: StreamIndex, query: OverviewQuery, size: int, key: SortKey | None
+) -> OverviewPage:
+    """The names on the view's page (a page past the end shows the last one): no Redis."""
+    names = _ordered(index, query, key)
+    pages = max(1, -(-len(names) // size))
+    page = min(query.page, pages)
+    start = (page - 1) * size
+    return OverviewPage(
+        names=names[start : start + size],
+        page=page,
+        pages=pages,
+        matched=len(names),
+        total=len(index.snapshot().names),
+        size=size,
+    )

@@ -309,4 +309,7 @@ def respond(
     else:
         markup, dom_id = row_html
         response = reselect(HttpResponse(markup + oob), f"#{dom_id}")
-    return reswap(retarget(recheck_live(response), "closest tr"), "outerHTML")
+    # A pending row is found by its id: the group page's forms and dialogs are shared by
+    # all rows, outside the table (templates/dashboard/group.html).
+    target = f"#pending-{req.ids[0]}" if req.place == "row" and req.ids else "closest tr"
+    return reswap(retarget(recheck_live(response), target), "outerHTML")

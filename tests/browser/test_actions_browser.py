@@ -40,7 +40,7 @@ class ActionDialogTests:
         page.goto(_group_url(web_server, stream, "g"))
         row = page.locator(f"#pending-{entry_id}")
         row.get_by_role("button", name="Claim", exact=True).click()
-        dialog = row.locator("dialog[open]")
+        dialog = page.locator("dialog[open]")  # one shared dialog per action
         expect(dialog).to_be_visible()
         time.sleep(2.5)  # a few live ticks: the open dialog holds them back
         expect(dialog).to_be_visible()
@@ -59,7 +59,7 @@ class ActionDialogTests:
         page.goto(_group_url(web_server, stream, "g"))
         row = page.locator(f"#pending-{entry_id}")
         row.get_by_role("button", name="Acknowledge", exact=True).click()
-        dialog = row.locator("dialog[open]")
+        dialog = page.locator("dialog[open]")  # one shared dialog per action
         dialog.get_by_label("Reason (required)").fill("duplicate <b>order</b>")
         dialog.get_by_role("button", name="Acknowledge", exact=True).click()
         expect(page.locator(f"#pending-{entry_id}")).to_have_count(0)

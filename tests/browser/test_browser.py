@@ -110,7 +110,7 @@ class DeadLetterTests:
         row = page.locator(f"#pending-{entry_id}")
         expect(row).to_be_visible()
         row.get_by_role("button", name="Dead-letter").click()
-        dialog = row.locator("dialog[open]")
+        dialog = page.locator("dialog[open]")  # one shared dialog per action
         dialog.locator("input[name=reason]").fill("refund already paid by hand")
         dialog.get_by_role("button", name="Dead-letter").click()
         expect(page.locator(f"#pending-{entry_id}")).to_have_count(0)

@@ -160,35 +160,35 @@ class MovedHandlerTests:
         row = csp_page.locator(f"#pending-{first}")
 
         row.get_by_role("button", name="Claim", exact=True).click()
-        dialog = row.locator("dialog[open]")
+        dialog = csp_page.locator("dialog[open]")
         expect(dialog).to_be_visible()
         expect(dialog.locator(".live-hold")).to_be_checked()
         expect(indicator).to_have_attribute("data-state", "paused")
         dialog.get_by_role("button", name="Cancel").click()
-        expect(row.locator("dialog[open]")).to_have_count(0)
+        expect(csp_page.locator("dialog[open]")).to_have_count(0)
         expect(indicator).to_have_attribute("data-state", "live")
 
         row.get_by_role("button", name="Dead-letter", exact=True).click()
-        expect(row.locator("dialog[open]")).to_be_visible()
+        expect(csp_page.locator("dialog[open]")).to_be_visible()
         expect(indicator).to_have_attribute("data-state", "paused")
         csp_page.keyboard.press("Escape")
-        expect(row.locator("dialog[open]")).to_have_count(0)
+        expect(csp_page.locator("dialog[open]")).to_have_count(0)
         expect(indicator).to_have_attribute("data-state", "live")
 
         # A refused claim (a worker took the entry meanwhile): the 409 is shown, through
         # data-swap-4xx, and the dialog closes after its request.
         row.get_by_role("button", name="Claim", exact=True).click()
         browser_redis.xclaim(stream, "g", "w2", 0, [first])
-        row.locator("dialog[open]").get_by_role("button", name="Claim", exact=True).click()
+        csp_page.locator("dialog[open]").get_by_role("button", name="Claim", exact=True).click()
         expect(csp_page.locator("#messages")).to_contain_text("changed since you looked")
         expect(csp_page.locator("dialog[open]")).to_have_count(0)
         expect(indicator).to_have_attribute("data-state", "live")
 
-        # A successful acknowledge removes the row with its dialog; live updates resume.
+        # A successful acknowledge removes the row; live updates resume.
         other = csp_page.locator(f"#pending-{second}")
         other.get_by_role("button", name="Acknowledge", exact=True).click()
-        other.locator("dialog[open]").get_by_label("Reason (required)").fill("duplicate")
-        other.locator("dialog[open]").get_by_role("button", name="Acknowledge").click()
+        csp_page.locator("dialog[open]").get_by_label("Reason (required)").fill("duplicate")
+        csp_page.locator("dialog[open]").get_by_role("button", name="Acknowledge").click()
         expect(csp_page.locator(f"#pending-{second}")).to_have_count(0)
         expect(indicator).to_have_attribute("data-state", "live")
         assert browser_redis.xpending(stream, "g")["pending"] == 1

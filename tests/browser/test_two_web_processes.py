@@ -54,7 +54,7 @@ class TwoWebProcessesTests:
                 actor.goto(web_server.url + path)
                 row = actor.locator(f"#pending-{entry_id}")
                 row.get_by_role("button", name="Dead-letter").click()
-                dialog = row.locator("dialog[open]")
+                dialog = actor.locator("dialog[open]")  # one shared dialog per action
                 dialog.locator("input[name=reason]").fill("done by hand, on web process A")
                 dialog.get_by_role("button", name="Dead-letter").click()
                 expect(actor.locator(f"#pending-{entry_id}")).to_have_count(0)

@@ -141,7 +141,9 @@ class DeadLetterTests:
         body = response.content.decode()
         # The row is swapped with nothing (removed); only the out-of-band message remains.
         assert body.lstrip().startswith('<div id="messages"') and 'hx-swap-oob="true"' in body
-        assert (response["HX-Retarget"], response["HX-Reswap"]) == ("closest tr", "outerHTML")
+        # By the row's id: the page's forms are shared by all rows, outside the table.
+        target = f"#pending-{entry_id}"
+        assert (response["HX-Retarget"], response["HX-Reswap"]) == (target, "outerHTML")
         assert pending(r, stream, entry_id) is None
         [(dlq_id, fields)] = r.xrange(stream_keys(stream).dlq)
         assert fields[b"ackboard.operator"] == b"olga"
@@ -425,8 +427,10 @@ class ButtonsTests:
         html = make_client().get(reverse("dashboard:group-detail", args=[stream, "g"]))
         body = html.content.decode()
         assert {"Retry", "Claim", "Dead-letter", "Acknowledge"} <= _buttons(body)
-        assert entry_url(stream, entry_id, "claim") in body
-        assert 'name="seen_idle_ms"' in body and 'name="seen_deliveries" value="1"' in body
+        assert f'formaction="{entry_url(stream, entry_id, "retry")}"' in body
+        # The shared Claim dialog posts what the row shows (row_actions.js fills it in).
+        assert 'name="seen_idle_ms"' in body and 'name="seen_deliveries"' in body
+        assert 'data-deliveries="1"' in body and 'data-row-dialog="claim"' in body
         assert 'id="bulk-form"' in body and 'name="snapshot_id"' in body
 
     def test_reader_sees_no_action_buttons(

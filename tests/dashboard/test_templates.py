@@ -25,7 +25,11 @@ class OneHomeTests:
         having = {name for name, text in _sources().items() if "<dialog" in text}
         assert having == set()  # no template writes one: they all use the tag
         users = {name for name, text in _sources().items() if "{% confirmdialog" in text}
-        assert users == {"dashboard/_entry_actions.html", "dashboard/_dlq_actions.html"}
+        assert users == {
+            "dashboard/_entry_actions.html",
+            "dashboard/_dlq_actions.html",
+            "dashboard/group.html",  # the pending rows' shared dialogs, one per action
+        }
 
     def test_pager_links_are_the_pager_partial(self) -> None:
         link = re.compile(r"<a\s[^>]*hx-push-url")  # the filter forms push URLs too
@@ -82,4 +86,20 @@ class ConfirmDialogTests:
         with pytest.raises(TemplateSyntaxError, match="takes exactly"):
             Template(
                 '{% load ackboard_actions %}{% confirmdialog label="x" %}{% endconfirmdialog %}'
+            )
+
+    def test_a_shared_dialog_has_an_id_and_no_opener(self) -> None:
+        html = Template(
+            "{% load ackboard_actions %}"
+            '{% confirmdialog label="Claim" opener="" submit="btn" title="Claim entry" '
+            'url="/a/" id="row-dialog-claim" %}<p>x</p>{% endconfirmdialog %}'
+        ).render(Context({}))
+        assert html.startswith('<dialog class="confirm" id="row-dialog-claim" aria-label="Claim')
+        assert "data-open-dialog" not in html
+
+    def test_an_unknown_argument_is_a_template_error(self) -> None:
+        with pytest.raises(TemplateSyntaxError, match="takes exactly"):
+            Template(
+                '{% load ackboard_actions %}{% confirmdialog label="x" opener="" submit="" '
+                'title="" url="" idd="y" %}{% endconfirmdialog %}'
             )

@@ -13,8 +13,9 @@ kinds in ``dashboard.live.registry``) have at least one socket, and:
   letters publish them, so a DLQ page hears of them at once);
 - re-renders a surface's partials only when its signature over the poll changed (or an
   event touched its stream), once per surface and distinct permission set, never per
-  socket, and pushes only the partials whose HTML changed, to the surface's channels
-  group;
+  socket, and hands only the partials whose HTML changed to the outbox of each socket
+  of that surface and set (``dashboard.live.outbox``: the same strings for every socket,
+  no channel layer, no copy; a slow socket skips states for itself alone);
 - after a ``failure`` event, checks the failure index (one SQL query, no Redis) every
   50 ms for 2 s, because pages show failures from the index that the ingestor fills a
   moment after the worker wrote ``{S}:failures``.
@@ -33,8 +34,8 @@ a filter has that table marked ``data-live="off"`` and live.js leaves it alone, 
 rendering per surface still serves everyone (rendering every view anyone looks at would
 make the cost grow with what users do).
 
-Groups are per process (the name carries a random token) because each process renders
-for its own sockets; processes share change *events* through Redis pub/sub.
+Sockets are per process because each process renders for its own sockets; processes
+share change *events* through Redis pub/sub, never pushes.
 
 On a Redis Cluster (``get_redis()`` returns a cluster client when the server says so):
 
@@ -51,11 +52,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import secrets
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -64,7 +63,6 @@ from typing import Any, TypeVar
 import redis
 import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Max
@@ -76,6 +74,7 @@ from redis.exceptions import RedisClusterException
 from dashboard.connection import get_redis
 from dashboard.live import registry
 from dashboard.live.logs import FailureLog, log
+from dashboard.live.outbox import Outbox
 from dashboard.live.registry import Perms, Poll, Surface
 from dashboard.live.render import surface_render
 from dashboard.models import IndexedFailure
@@ -208,7 +207,8 @@ class Broadcaster:
     polled: tuple[str, ...] = ()
     #: On a cluster, the node the event subscription is on now (None while there is none).
     subscribed: tuple[str, int] | None = None
-    _subs: Counter[Key] = field(default_factory=Counter)
+    #: The outboxes of the sockets on each surface and permission set.
+    _subs: dict[Key, set[Outbox]] = field(default_factory=dict)
     _html: dict[Key, dict[str, str]] = field(default_factory=dict)
     _signatures: dict[Surface, Any] = field(default_factory=dict)
     _forced: set[Key] = field(default_factory=set)
@@ -232,27 +232,26 @@ class Broadcaster:
 
     # --- sockets ----------------------------------------------------------------------
 
-    def group_name(self, surface: Surface, perms: Perms) -> str:
-        """The channels group of a surface and permission set, in this process."""
-        digest = hashlib.sha256(repr((surface, sorted(perms))).encode()).hexdigest()[:32]
-        return f"ackboard.live.{self.token}.{digest}"
-
-    def attach(self, surface: Surface, perms: Perms) -> str:
-        """Count a socket on ``surface``; return the last rendered HTML, if any."""
+    def attach(self, surface: Surface, perms: Perms, outbox: Outbox) -> None:
+        """Add a socket's ``outbox`` to ``surface``; it gets the last rendered HTML at once,
+        if there is one (else the surface is rendered now)."""
         self._ensure_running()
         key = (surface, perms)
-        self._subs[key] += 1
+        self._subs.setdefault(key, set()).add(outbox)
         cached = self._html.get(key)
         if cached is None:
             self._forced.add(key)
             self._poke()
-            return ""
-        return "".join(cached.values())
+        else:
+            outbox.offer(cached)
 
-    def detach(self, surface: Surface, perms: Perms) -> None:
+    def detach(self, surface: Surface, perms: Perms, outbox: Outbox) -> None:
         key = (surface, perms)
-        self._subs[key] -= 1
-        if self._subs[key] <= 0:
+        outboxes = self._subs.get(key)
+        if outboxes is None:
+            return
+        outboxes.discard(outbox)
+        if not outboxes:
             del self._subs[key]
             self._html.pop(key, None)
             if not any(s == surface for s, _ in self._subs):
@@ -264,7 +263,7 @@ class Broadcaster:
         return {s for s, _ in self._subs}
 
     def sockets(self) -> int:
-        return sum(self._subs.values())
+        return sum(len(outboxes) for outboxes in self._subs.values())
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -393,22 +392,19 @@ class Broadcaster:
         await self._push(outcome.html)
 
     async def _push(self, rendered: dict[Key, dict[str, str]]) -> None:
-        """Send each open surface the partials whose HTML changed since its last push."""
-        layer = get_channel_layer()
-        assert layer is not None, "CHANNEL_LAYERS is not configured"
+        """Hand each open surface's sockets the partials whose HTML changed since its last
+        push: one dict update per socket, no send awaited (each outbox sends by itself)."""
         for key, partials in rendered.items():
-            if key not in self._subs:
+            outboxes = self._subs.get(key)
+            if not outboxes:
                 continue  # every socket left while we rendered
             old = self._html.get(key, {})
-            changed = [html for name, html in partials.items() if old.get(name) != html]
+            changed = {name: html for name, html in partials.items() if old.get(name) != html}
             self._html[key] = partials
             if changed:
                 self.counters.pushes += 1
-                message = {"type": "surface.update", "html": "".join(changed)}
-                try:
-                    await layer.group_send(self.group_name(*key), message)
-                except Exception as exc:  # one group's send must not stop the others'
-                    self._failures.report((key[0], "send"), key[0].label() + " push", exc)
+                for outbox in list(outboxes):
+                    outbox.offer(changed)
 
     async def _failures_ingested(self) -> bool:
         """Whether the failure index has rows for open streams newer than the last cycle's."""

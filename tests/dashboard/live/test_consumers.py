@@ -85,7 +85,7 @@ class ClosedSocketTests:
 
         consumer = SurfaceConsumer(kind="overview")
         consumer.base_send = closed_protocol
-        await consumer.surface_update({"html": "<div id=a></div>"})  # raises nothing
+        await consumer.push("<div id=a></div>")  # raises nothing
         assert consumer.ended
-        await consumer.surface_update({"html": "<div id=b></div>"})
+        await consumer.push("<div id=b></div>")
         assert sent == ["<div id=a></div>"]  # nothing is sent after the end

@@ -22,7 +22,7 @@ from django.contrib.auth.models import Permission, User
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from dashboard.live import consumers, session
+from dashboard.live import session
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.routing import live_path
 from tests.dashboard.live.sockets import (
@@ -276,21 +276,26 @@ class UserChangeTests:
 
 
 class LongLivedSocketTests:
-    async def test_socket_keeps_its_pushes_past_the_layers_group_expiry(
+    async def test_logout_is_heard_past_the_layers_group_expiry(
         self,
         broadcaster: Broadcaster,
         login_as: LoginAs,
         r: redis.Redis,
         stream: str,
-        fast_recheck: float,
+        live_settings: Any,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        # A day of group_expiry, shrunk to a second; the re-join every hour, to 0.3 s.
+        # A day of group_expiry, shrunk to a second; the re-join every hour, to 0.3 s. A
+        # recheck far away: only the logout notice can close the socket in time.
+        live_settings.ACKBOARD_LIVE_RECHECK = 60.0
         monkeypatch.setattr(get_channel_layer(), "group_expiry", 1)
-        monkeypatch.setattr(consumers, "REJOIN_S", 0.3)
+        monkeypatch.setattr(session, "REJOIN_S", 0.3)
         login = await login_as("view_queues")
         ws = await _open_group_socket(login, r, stream)
         await asyncio.sleep(2.5)
         (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
         await receive_until(ws, lambda m: new_id in m)
-        await ws.disconnect()
+        await sync_to_async(login.client.logout)()
+        code, took = await _closed_with(ws, timeout=2.0)
+        assert code == session.CLOSE_LOGIN
+        assert took < 1.0

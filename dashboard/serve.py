@@ -14,7 +14,14 @@ The same promises on every server:
   one (daphne, uvicorn) would let a client choose its own address;
 - **WebSocket keep-alive** like daphne's defaults: a ping every 20 s, closed after 30 s
   without an answer (granian keeps its own, not configurable);
+- **no per-message deflate on sockets**, as with daphne: each socket would compress each
+  push on its own, which doubled uvicorn's CPU per pushed update (``benchmarks.serving``);
 - **access lines on** (one per request and per socket handshake), as daphne logs them.
+
+The default is uvicorn (uvloop, httptools, the sans-I/O ``websockets`` protocol), chosen
+by ``uv run python -m benchmarks.serving --only compare`` on this 2-core machine: it
+served the 1M-pending group page at about twice daphne's rate for less CPU per request,
+and pushed live updates for the least CPU per socket (figures in the README).
 """
 
 from __future__ import annotations
@@ -27,11 +34,13 @@ from typing import Final
 APPLICATION: Final = "dashboard.asgi:application"
 #: Servers ``serve`` knows.
 SERVERS: Final = ("daphne", "granian", "uvicorn")
-#: The production default (chosen by the numbers in ``benchmarks.serving --compare``).
-DEFAULT_SERVER: Final = "daphne"
+#: The production default (chosen by the numbers of ``benchmarks.serving --only compare``).
+DEFAULT_SERVER: Final = "uvicorn"
 #: daphne's defaults, which the other servers are configured to match.
 WS_PING_INTERVAL: Final = 20
 WS_PING_TIMEOUT: Final = 30
+#: Seconds a stopping server waits for open requests and sockets (daphne's default is 10).
+GRACEFUL_SECONDS: Final = 5
 
 
 def server_argv(
@@ -53,8 +62,10 @@ def server_argv(
         flags = [
             "--host", host, "--port", str(port),
             "--workers", "1",
-            "--loop", "uvloop", "--http", "httptools", "--ws", "websockets",
+            "--loop", "uvloop", "--http", "httptools",
+            "--ws", "websockets-sansio", "--ws-per-message-deflate", "false",
             "--no-proxy-headers", "--no-server-header",
+            "--timeout-graceful-shutdown", str(GRACEFUL_SECONDS),
             # Channels' router has no lifespan handler; "auto" would log its refusal.
             "--lifespan", "off",
             "--ws-ping-interval", str(WS_PING_INTERVAL),

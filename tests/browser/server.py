@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -229,11 +230,13 @@ class LiveServer:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-#: Log lines a healthy server never writes: tracebacks, errors inside the ASGI app (daphne),
-#: Django's 500s, 500 access lines, and refused socket handshakes.
+#: Log lines a healthy server never writes: tracebacks, errors inside the ASGI app (daphne's
+#: and uvicorn's wording), Django's 500s, 500 access lines, and refused socket handshakes
+#: (daphne's WSREJECT, uvicorn's ``"WebSocket /path" 403``).
 _PROBLEM = re.compile(
-    r"Traceback|Exception inside application|Timeout reading|Internal Server Error"
-    r'|" 500 |"WSREJECT '
+    r"Traceback|Exception inside application|Exception in ASGI application|Timeout reading"
+    r"|ASGI callable|Internal Server Error"
+    r'|" 500 |"WSREJECT |"WebSocket [^"]*" 403'
 )
 
 
@@ -243,8 +246,12 @@ def log_problems(log: str) -> list[str]:
 
 
 def socket_connects(log: str, path: str) -> int:
-    """How many socket handshakes to ``path`` daphne accepted in ``log`` (access lines)."""
-    return log.count(f'"WSCONNECT {path}"')
+    """How many socket handshakes to ``path`` the server accepted in ``log`` (access lines:
+    daphne's ``"WSCONNECT /path"``, uvicorn's ``"WebSocket /path" [accepted]`` with the path
+    percent-quoted)."""
+    return log.count(f'"WSCONNECT {path}"') + log.count(
+        f'"WebSocket {urllib.parse.quote(path)}" [accepted]'
+    )
 
 
 def chromium_launch(playwright: Any) -> Any:

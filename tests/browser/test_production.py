@@ -1,8 +1,8 @@
-"""The production tier: daphne as a process, DEBUG off, channels-redis on real Redis, Chromium.
+"""Production tier: the production ASGI server as a process, DEBUG off, channels-redis, Chromium.
 
 What only the real configuration shows: sockets held open on a quiet page (the layer's
 blocking pop against redis-py's read timeout), a Redis restart under open sockets, and
-sessions that end while a tab is watching. Each test reads the daphne log (access lines
+sessions that end while a tab is watching. Each test reads the server log (access lines
 included) for the part it covers, and fails on any traceback or 500.
 """
 
@@ -18,6 +18,7 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
+from dashboard.serve import DEFAULT_SERVER
 from tests.browser.server import (
     LiveServer,
     log_problems,
@@ -209,7 +210,8 @@ class ServerClosedSocketTests:
         stream = f"{names}long-{uuid.uuid4().hex[:6]}"
         browser_redis.xadd(stream, {"payload": '{"n": 1}'})
         web_server.stop_web()
-        web_server.server_args = ("--websocket_timeout", "3")
+        # The only server with a socket lifetime: this checks the page, not the server.
+        web_server.server, web_server.server_args = "daphne", ("--websocket_timeout", "3")
         try:
             web_server.start_web()
             mark = web_server.log_mark()
@@ -227,5 +229,5 @@ class ServerClosedSocketTests:
             assert log_problems(web_server.log_since(mark)) == []
         finally:
             web_server.stop_web()
-            web_server.server_args = ()
+            web_server.server, web_server.server_args = DEFAULT_SERVER, ()
             web_server.start_web()

@@ -45,6 +45,8 @@ class ServerArgvTests:
         argv = server_argv("uvicorn")
         assert argv[argv.index("--loop") + 1] == "uvloop"
         assert argv[argv.index("--http") + 1] == "httptools"
+        assert argv[argv.index("--ws") + 1] == "websockets-sansio"
+        assert argv[argv.index("--ws-per-message-deflate") + 1] == "false"
         assert "--no-proxy-headers" in argv
         assert argv[argv.index("--ws-ping-interval") + 1] == "20"
         assert argv[argv.index("--ws-ping-timeout") + 1] == "30"

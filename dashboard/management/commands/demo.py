@@ -2,9 +2,10 @@
 
 Chooses a Redis (dashboard.devredis), migrates SQLite, resets the ``admin`` password,
 creates the ``demo:`` streams and groups, then runs two threads (the producer and the
-failure ingestor) and, as child processes, the demo's ``queue_worker``s and daphne. One consumer
-is SIGKILLed mid-batch after ``--kill-after`` seconds, so its entries go stale and are
-reclaimed by the others. Ctrl-C or SIGTERM stops everything it started, workers first
+failure ingestor) and, as child processes, the demo's ``queue_worker``s and the web server
+(the production server and flags of ``dashboard.serve``). One consumer is SIGKILLed
+mid-batch after ``--kill-after`` seconds, so its entries go stale and are reclaimed by
+the others. Ctrl-C or SIGTERM stops everything it started, workers first
 (they finish in-flight jobs), the private redis-server last.
 
 It never flushes Redis. On a server named by REDIS_URL/VALKEY_URL it writes only the
@@ -46,6 +47,7 @@ from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
 from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.failure_index import failures_ingest_loop
+from dashboard.serve import server_argv
 from queue_core.connection import Client, connect
 from queue_core.keys import stream_keys
 from queue_core.worker import worker_argv
@@ -344,20 +346,14 @@ class Command(BaseCommand):
     def _start_children(
         self, supervisor: Supervisor, options: dict[str, Any]
     ) -> tuple[Child, WorkerSpec] | None:
-        """Start the workers and daphne; return the consumer doomed to be killed."""
+        """Start the workers and the web server; return the consumer doomed to be killed."""
         doomed: tuple[Child, WorkerSpec] | None = None
         for spec in WORKERS:
             child = supervisor.start(f"worker-{spec.consumer}", self._worker_argv(spec, options))
             if spec.doomed:
                 doomed = (child, spec)
-        supervisor.start(
-            "daphne",
-            [
-                sys.executable, "-m", "daphne",
-                "-b", options["host"], "-p", str(options["port"]),
-                "dashboard.asgi:application",
-            ],
-        )  # fmt: skip
+        # The production server and flags (dashboard.serve), as ``manage.py serve`` runs it.
+        supervisor.start("web", server_argv(host=options["host"], port=options["port"]))
         return doomed
 
     def _wait_until_serving(

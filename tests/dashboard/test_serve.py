@@ -143,8 +143,8 @@ class ServeCommandTests:
 
     def test_print_shows_the_command_line(self, tmp_path: Path, redis_url: str) -> None:
         out = subprocess.run(
-            [sys.executable, "manage.py", "serve", "--print", "--port", "8124"],
+            [sys.executable, "manage.py", "serve", "--print", "-b", "0.0.0.0", "-p", "8124"],
             cwd=ROOT, env=_env(tmp_path, redis_url), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
-        assert out.stdout.split() == server_argv(DEFAULT_SERVER, port=8124)
+        assert out.stdout.split() == server_argv(DEFAULT_SERVER, host="0.0.0.0", port=8124)

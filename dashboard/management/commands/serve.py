@@ -1,4 +1,4 @@
-"""``manage.py serve [--server uvicorn|granian|daphne] [--host H] [--port P]``: the web process.
+"""``manage.py serve [--server uvicorn|granian|daphne] [-b HOST] [-p PORT]``: the web process.
 
 Runs the production ASGI server with production flags (``dashboard.serve.server_argv``:
 one worker, WebSocket keep-alive, no proxy-header rewriting, access lines on) in place of
@@ -29,8 +29,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--server", choices=SERVERS, default=DEFAULT_SERVER)
-        parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-        parser.add_argument("--port", type=int, default=8000, help="port to bind (8000)")
+        # daphne's short flags too, so a daphne command line keeps working with serve.
+        parser.add_argument("-b", "--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+        parser.add_argument("-p", "--port", type=int, default=8000, help="port to bind (8000)")
         parser.add_argument(
             "--print", action="store_true", help="print the server's command line and exit"
         )

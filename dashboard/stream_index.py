@@ -9,7 +9,9 @@ Owns three things around ``queue_core.stream_index.StreamIndex``:
   "discovering…" or "figures still being gathered" and filled in by the refresher.
 - **The refresher**: one daemon thread per process that calls ``StreamIndex.step`` on the
   index in use, pausing between steps while a pass or a round is under way (``DUTY``: at
-  most a quarter of one core) and sleeping until the next one is due otherwise. So
+  most a quarter of one core) and sleeping until the next one is due otherwise. Rounds of
+  figures run only while someone orders by them (or /metrics reads them) within
+  ``IDLE_STOP_S``; the names are always kept. So
   discovery (SCAN, O(keyspace)) and the figures used for ordering never run on a
   request once the index is built. It stops after ``IDLE_STOP_S`` without an overview
   request (a process nobody looks at does not scan) and starts again with the next one.
@@ -158,6 +160,8 @@ _lock = threading.Lock()
 _indexes: OrderedDict[tuple[object, ...], StreamIndex] = OrderedDict()
 _build_locks: dict[int, threading.Lock] = {}
 _figures_built: set[int] = set()
+#: When an order by figures (or /metrics above its fresh limit) last asked for them.
+_figures_wanted_at = float("-inf")
 _in_use: StreamIndex | None = None
 _in_use_key: tuple[object, ...] = ()
 _used_at = 0.0
@@ -207,7 +211,7 @@ def overview_index(*, client: Client, figures: bool = False) -> StreamIndex:
     """The index an overview request reads: built now (bounded, ``FIRST_BUILD_S``) if this
     process has none yet, with its figures too the first time ``figures`` are asked for
     (an order by figures); the refresher is (re)started to keep it warm."""
-    global _in_use, _in_use_key, _used_at
+    global _in_use, _in_use_key, _used_at, _figures_wanted_at
     index = index_current()
     assert index is not None
 
@@ -222,6 +226,8 @@ def overview_index(*, client: Client, figures: bool = False) -> StreamIndex:
                     _figures_built.add(id(index))
     with _lock:
         _in_use, _in_use_key, _used_at = index, _key(), time.monotonic()
+        if figures:
+            _figures_wanted_at = _used_at
     if settings.ACKBOARD_INDEX_BACKGROUND:
         _refresher_ensure()
     return index
@@ -242,6 +248,7 @@ class _Refresher(threading.Thread):
         while not self.stopping:
             with _lock:
                 index, key, idle = _in_use, _in_use_key, time.monotonic() - _used_at
+                figures = time.monotonic() - _figures_wanted_at < IDLE_STOP_S
                 if index is None or idle > IDLE_STOP_S:
                     _refresher = None
                     return
@@ -251,7 +258,7 @@ class _Refresher(threading.Thread):
                 continue
             try:
                 began = time.monotonic()
-                report = index.step(client=get_redis())
+                report = index.step(client=get_redis(), figures=figures)
                 took = time.monotonic() - began
                 self.steps += 1
                 failures = 0

@@ -19,7 +19,10 @@ Cost of one ``step`` (the unit of work the refresher does, then pauses):
   With one allowlist pattern SCAN gets it as MATCH; with several, one SCAN of the keyspace
   without MATCH is filtered here (k patterns never cost k passes).
 - while a summary round runs: ``selectors.stream_summaries`` of the next ``batch`` names,
-  two pipelined round trips, O(batch + their groups + consumers).
+  two pipelined round trips, O(batch + their groups + consumers). Rounds run only while
+  the caller asks for figures (``step(figures=True)``): at 10,000 streams a round is 100
+  such steps, about 1.5 s of Python, which a web process should not spend when nobody
+  orders by figures.
 
 A pass and a round each start at most once every ``refresh_s``. Names found during a pass
 join the list at once; names gone at the end of a pass (deleted streams) leave it then.
@@ -218,25 +221,30 @@ class StreamIndex:
 
     # --- refreshing ------------------------------------------------------------------------
 
-    def due(self) -> bool:
+    def due(self, *, figures: bool = True) -> bool:
         """Whether ``step`` has work now (a pass or round under way, or one is due)."""
         now = self._clock()
-        return (
+        names_due = (
             self._pass is not None
-            or self._round_started is not None
             or self._last_pass_started is None
             or now - self._last_pass_started >= self.refresh_s
+        )
+        figures_due = figures and (
+            self._round_started is not None
             or self._last_round_started is None
             or now - self._last_round_started >= self.refresh_s
         )
+        return names_due or figures_due
 
-    def step(self, *, client: Client) -> StepReport:
+    def step(self, *, client: Client, figures: bool = True) -> StepReport:
         """One bounded unit of refresh work (see the module docstring for its cost). One
-        caller at a time (the refresher, or a request building the index)."""
+        caller at a time (the refresher, or a request building the index). Without
+        ``figures`` only the names are refreshed: no summary round starts or goes on (an
+        overview sorted by name and no /metrics above the fresh limit need none)."""
         with self._step_lock:
-            return self._step(client)
+            return self._step(client, figures)
 
-    def _step(self, client: Client) -> StepReport:
+    def _step(self, client: Client, figures: bool) -> StepReport:
         now = self._clock()
         scans = 0
         if self._pass is None and (
@@ -248,16 +256,17 @@ class StreamIndex:
             scans = self._scan_step(client, self._pass)
         summarized = 0
         if (
-            self._round_started is None
+            figures
+            and self._round_started is None
             and self._names
             and (
                 self._last_round_started is None or now - self._last_round_started >= self.refresh_s
             )
         ):
             self._round_started, self._round_after = now, None
-        if self._round_started is not None:
+        if figures and self._round_started is not None:
             summarized = self._summary_step(client)
-        busy = self._pass is not None or self._round_started is not None
+        busy = self._pass is not None or (figures and self._round_started is not None)
         return StepReport(scans=scans, summarized=summarized, busy=busy)
 
     def _scan_step(self, client: Client, scan: _Pass) -> int:
@@ -366,8 +375,7 @@ class StreamIndex:
         True when done."""
         deadline = time.monotonic() + budget_s
         while True:
-            report = self.step(client=client)
-            if not report.busy or (not figures and self._pass is None and self.ready):
+            if not self.step(client=client, figures=figures).busy:
                 return True
             if time.monotonic() >= deadline:
                 return False

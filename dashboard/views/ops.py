@@ -187,9 +187,12 @@ def _collect(client: Client) -> tuple[StreamOverview, float]:
     """Every indexed stream's figures and how old they may be (see the module docstring):
     fresh (two pipelined round trips) up to ACKBOARD_METRICS_FRESH_MAX streams, else the
     index's own, which cost no Redis call here."""
-    index = stream_index.overview_index(client=client, figures=True)
+    fresh_max = settings.ACKBOARD_METRICS_FRESH_MAX
+    index = stream_index.overview_index(client=client)
+    if len(index.snapshot().names) > fresh_max:
+        index = stream_index.overview_index(client=client, figures=True)
     snap = index.snapshot()
-    if len(snap.names) <= settings.ACKBOARD_METRICS_FRESH_MAX:
+    if len(snap.names) <= fresh_max:
         streams = selectors.stream_summaries(client=client, streams=snap.names)
         index.remember(streams)
         age = 0.0

@@ -115,6 +115,18 @@ class StepTests:
         index.step(client=rec)
         assert rec.round_trips > before
 
+    def test_without_figures_only_names_are_refreshed(
+        self, r: redis.Redis, rec: RecordingRedis, prefix: str
+    ) -> None:
+        seed(r, [f"{prefix}s{i}" for i in range(30)])
+        index = StreamIndex(patterns=(prefix + "*",), cap=100, scan_count=10_000, batch=10)
+        assert index.build(client=rec, budget_s=5.0, figures=False)
+        assert len(index.snapshot().names) == 30
+        assert index.summarized() == 0 and rec.round_trips == len(rec.scans())
+        assert not index.due(figures=False) and index.due(figures=True)
+        assert index.build(client=rec, budget_s=5.0, figures=True)
+        assert index.summarized() == 30
+
 
 class PassTests:
     def test_new_streams_join_and_deleted_ones_leave(self, r: redis.Redis, prefix: str) -> None:

@@ -134,6 +134,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # HTML and htmx answers compressed (the 50-row group page: 118 KB -> 7.5 KB, 0.7 ms of
+    # CPU). BREACH needs a secret in the body, attacker text reflected beside it, and many
+    # requests sent with the victim's cookies: the CSRF token is masked afresh in every
+    # response, session cookies are SameSite=Lax (no cross-site subresource requests carry
+    # them), and this middleware pads each answer with random-length bytes (Django's
+    # "Heal The Breach" mitigation). Static files stay WhiteNoise's, above.
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -347,6 +354,8 @@ SESSION_CACHE_ALIAS = "sessions"
 
 # --- security ---------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
+# Django's default, stated because compressing pages relies on it (GZipMiddleware above).
+SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True

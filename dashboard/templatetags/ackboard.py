@@ -1,20 +1,30 @@
 """Template helpers for the pages: human durations with the exact value on hover, ages of
 stream ids, and copy-id buttons.
 
-Everything here returns escaped HTML built with ``format_html``; nothing marks
+Everything here returns escaped HTML built like ``format_html`` (``_html``); nothing marks
 user-controlled text safe.
 """
 
 from __future__ import annotations
 
+import html
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from django import template
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
+
+
+def _html(markup: str, *args: Any) -> SafeString:
+    """``format_html`` with the same escaping (``conditional_escape``: safe values as they
+    are, others through ``html.escape``), minus Django's lazy-string wrappers: the pending
+    table calls these helpers 100 times a page, and the wrappers cost more than the rest."""
+    values = (a.__html__() if hasattr(a, "__html__") else html.escape(str(a)) for a in args)
+    return mark_safe(markup.format(*values))  # noqa: S308 - every value escaped above
+
 
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
 
@@ -50,9 +60,9 @@ def duration(ms: int | float | None) -> str:
 def duration_span(ms: int | float | None, prefix: str = "") -> SafeString:
     """A duration with the exact milliseconds on hover: ``<span title="200,000 ms">``."""
     if ms is None:
-        return format_html('<span class="muted">—</span>')
+        return _html('<span class="muted">—</span>')
     exact = f"{int(ms):,} ms"
-    return format_html(
+    return _html(
         '<span class="dur" title="{}" data-ms="{}">{}{}</span>',
         exact,
         int(ms),
@@ -72,11 +82,11 @@ def _id_ms(entry_id: str | None) -> int | None:
 def age_span(epoch_ms: int | None, prefix: str = "") -> SafeString:
     """How long ago ``epoch_ms`` was, with the exact UTC time and ms on hover."""
     if epoch_ms is None:
-        return format_html('<span class="muted">—</span>')
+        return _html('<span class="muted">—</span>')
     age = max(0, int(time.time() * 1000) - int(epoch_ms))
     when = datetime.fromtimestamp(int(epoch_ms) / 1000, tz=UTC)
     title = f"{when:%Y-%m-%d %H:%M:%S}.{int(epoch_ms) % 1000:03d} UTC · {age:,} ms ago"
-    return format_html(
+    return _html(
         '<span class="dur" title="{}" data-ms="{}">{}{} ago</span>',
         title,
         age,
@@ -104,7 +114,7 @@ def id_time(entry_id: str | None) -> str:
 @register.simple_tag
 def copy_button(value: str, label: str = "copy") -> SafeString:
     """A button that copies ``value`` (ackboard.js handles ``[data-copy]``)."""
-    return format_html(
+    return _html(
         '<button type="button" class="copy" data-copy="{}" title="Copy {}" '
         'aria-label="Copy {}">{}</button>',
         value,

@@ -9,16 +9,16 @@ templates still own the table around it (``templates/dashboard/group.html``, par
 ``pending-table``), and the page, its live push and an action's swapped row all render
 that one partial, so they never differ.
 
-Every value put into the markup goes through ``escape``. Never touches Redis or the
+Every value put into the markup goes through ``escape`` (Django's, minus its lazy wrapper). Never touches Redis or the
 database; the permission checks use the request's cached permissions.
 """
 
 from __future__ import annotations
 
+from html import escape as _html_escape
 from typing import Any
 
 from django import template
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
@@ -65,6 +65,12 @@ _OPENER = (
     '\n    <button class="{css}" form="row-open" formaction="{{entry_url}}" '
     'data-row-dialog="{action}">{label}</button>'
 )
+
+
+def escape(value: object) -> str:
+    """Django's ``escape`` without its lazy-string wrapper (the same ``html.escape``), which
+    cost more than the escaping itself at 600 calls a table."""
+    return _html_escape(str(value), quote=True)
 
 
 def _truncated(value: str, length: int) -> str:

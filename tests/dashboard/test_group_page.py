@@ -1,0 +1,89 @@
+"""The group page's serving shape: light rows, shared dialogs, compressed answers.
+
+One confirm dialog per action whatever the number of rows; every row value the pending-row
+tag (``ackboard_rows``) writes into markup is escaped, attributes included; readers get
+neither the buttons nor the shared forms; and HTML answers are gzipped with Django's
+random-length padding (the BREACH mitigation the settings rely on).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from typing import Any
+
+import pytest
+import redis
+from django.test import Client
+from django.urls import reverse
+
+from tests.dashboard.action_helpers import MakeClient
+from tests.factories import make_pending
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
+
+HOSTILE = 'w"><img src=x onerror=alert(1)>&amp;'
+
+
+def _page(client: Client, stream: str, **headers: str) -> Any:
+    return client.get(reverse("dashboard:group-detail", args=[stream, "g"]), headers=headers)
+
+
+class SharedDialogTests:
+    @pytest.mark.parametrize("rows", [1, 7])
+    def test_one_dialog_per_action_whatever_the_rows(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, rows: int
+    ) -> None:
+        make_pending(r, stream, "g", "c1", rows)
+        body = _page(make_client(), stream).content.decode()
+        assert body.count('<tr id="pending-') == rows
+        assert re.findall(r'<dialog [^>]*id="(row-dialog-[a-z-]+)"', body) == [
+            "row-dialog-claim",
+            "row-dialog-dead-letter",
+            "row-dialog-acknowledge",
+        ]
+        assert body.count("<dialog") == 3
+        # One CSRF token for the row actions (the shared forms), not one per row.
+        assert body.count('name="csrfmiddlewaretoken"') <= 6
+        assert body.count('form="row-retry"') == rows
+        assert body.count('data-row-dialog="claim"') == rows
+
+    def test_a_reader_gets_no_buttons_and_no_shared_forms(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 2)
+        body = _page(make_client("reader", "view_queues"), stream).content.decode()
+        assert body.count('<tr id="pending-') == 2
+        assert "row-retry" not in body and "<dialog" not in body and "data-row-dialog" not in body
+
+    def test_row_values_are_escaped_in_text_and_attributes(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        [entry_id] = make_pending(r, stream, "g", HOSTILE, 1)
+        body = _page(make_client(), stream).content.decode()
+        assert "<img src=x" not in body
+        escaped = "w&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&amp;amp;"
+        assert f'data-consumer="{escaped}"' in body  # what the Claim dialog posts back
+        assert f'name="seen_consumer" value="{escaped}"' in body  # Retry's own value
+        assert f'formaction="/streams/{stream}/groups/g/entries/{entry_id}/retry/"' in body
+
+
+class CompressionTests:
+    def test_html_is_gzipped_with_random_length_padding(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 3)
+        client = make_client()
+        plain = _page(client, stream)
+        assert not plain.has_header("Content-Encoding")
+        sizes = set()
+        for _ in range(6):
+            packed = _page(client, stream, accept_encoding="gzip")
+            assert packed["Content-Encoding"] == "gzip"
+            assert "Accept-Encoding" in packed["Vary"]
+            html = gzip.decompress(packed.content).decode()
+            assert html.count('<tr id="pending-') == 3
+            sizes.add(len(packed.content))
+        # Django pads the gzip header with 0-100 random bytes (and masks the CSRF token
+        # afresh): the same page does not compress to the same size every time.
+        assert len(sizes) > 1

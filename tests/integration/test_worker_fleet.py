@@ -26,7 +26,7 @@ import pytest
 import redis
 
 from tests.factories import add_entries, make_group
-from tests.integration.test_worker_cli import worker_env
+from tests.integration.test_worker_cli import uv_binary, worker_env
 from tests.queue_core.worker.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,16 +65,19 @@ class Fleet:
 def fleet_start(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Fleet]]:
     started: list[Fleet] = []
 
-    def start(stream: str, *args: str, processes: int = 2) -> Fleet:
+    def start(stream: str, *args: str, processes: int = 2, uv: bool = False) -> Fleet:
+        """``uv=True``: as deployed, ``uv run python manage.py …`` leading its own process
+        group (see test_worker_cli.py), so the whole group can be signalled."""
         handler_log = tmp_path / f"handler-{len(started)}.log"
         handler_log.touch()
         stderr = tmp_path / f"fleet-{len(started)}.err"
+        python = [uv_binary(), "run", "--no-sync", "python"] if uv else [sys.executable]
         proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "queue_worker", "--stream", stream,
+            [*python, str(ROOT / "manage.py"), "queue_worker", "--stream", stream,
              "--group", "g", "--handler", HANDLER, "--processes", str(processes),
              "--block-ms", "100", *args],
             cwd=ROOT, env=worker_env(redis_url, handler_log),
-            stdout=subprocess.DEVNULL, stderr=stderr.open("wb"),
+            stdout=subprocess.DEVNULL, stderr=stderr.open("wb"), start_new_session=uv,
         )  # fmt: skip
         fleet = Fleet(proc, stderr, handler_log)
         started.append(fleet)
@@ -84,6 +87,8 @@ def fleet_start(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Fleet]
     for fleet in started:
         if fleet.proc.poll() is None:
             children = fleet.children()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(fleet.proc.pid, signal.SIGKILL)  # under uv: uv and the parent
             fleet.proc.kill()
             fleet.proc.wait()
             for pid in children:  # their parent-death signal is SIGTERM; make sure
@@ -227,6 +232,26 @@ class FleetStopTests:
         assert sorted(row[0] for row in fleet.lines("done")) == sorted(r[0] for r in started)
         assert r.xpending(stream, "g")["pending"] == 0  # both finished and acked
         assert "taken as the same request" in fleet.stderr
+        assert "second stop request" not in fleet.stderr
+        assert "Traceback" not in fleet.stderr
+
+    def test_sigint_to_the_process_group_under_uv_is_one_stop_request(
+        self, r: redis.Redis, stream: str, fleet_start: Callable[..., Fleet]
+    ) -> None:
+        # A terminal's Ctrl-C: uv and the parent get it at once, and uv forwards its copy
+        # to the parent 200 ms later; the children (own session) get the parent's forward.
+        make_group(r, stream, "g")
+        fleet = fleet_start(stream, "--consumer", "uv", "--batch", "1",
+                            "--grace-seconds", "30", uv=True)  # fmt: skip
+        wait_until(all_reading(fleet, 2), timeout=60, what="2 consumers reading")
+        started = _start_on_each(r, stream, fleet, sleep=2.5)
+
+        os.killpg(fleet.proc.pid, signal.SIGINT)
+        assert fleet.wait() == 0, fleet.stderr
+
+        assert sorted(row[0] for row in fleet.lines("done")) == sorted(r[0] for r in started)
+        assert r.xpending(stream, "g")["pending"] == 0
+        assert "taken as the same request" in fleet.stderr  # uv's copy, 200 ms later
         assert "second stop request" not in fleet.stderr
         assert "Traceback" not in fleet.stderr
 

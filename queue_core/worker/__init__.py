@@ -15,6 +15,8 @@ A package around one pure module of decisions. Each module owns one part:
 - ``stop``: stop requests and signals (the grace period, a second request, SAME_STOP_S);
 - ``stats``: ``WorkerStats``, the counters a run returns;
 - ``loop``: ``Worker``, the long-running loop behind ``manage.py queue_worker``.
+- ``fleet``: N worker processes on one group (``queue_worker --processes N``), started,
+  restarted and stopped as one.
 
 Never imports Django; needs no database. These are the package's public names.
 """

@@ -28,6 +28,7 @@ can carry one phase's streams into the next.
 
     uv run python -m benchmarks.serving [--server uvicorn] [--quick] [--only group,overview]
     uv run python -m benchmarks.serving --only compare [--servers daphne,uvicorn,granian]
+    uv run python -m benchmarks.serving --only compare --servers uvicorn,uvicorn+--ws=wsproto
 """
 
 from __future__ import annotations
@@ -281,11 +282,17 @@ def print_figures(figures: list[Figure], title: str) -> None:
 
 @contextmanager
 def web_process(redis_url: str, server: str, streams: str) -> Iterator[LiveServer]:
-    """The production web process over a fresh database with one operator; stopped after."""
+    """The production web process over a fresh database with one operator; stopped after.
+
+    ``server`` is a name from ``dashboard.serve.SERVERS``, optionally with extra flags
+    after ``+`` (``uvicorn+--ws-per-message-deflate=true``) to compare a variant.
+    """
+    name, *extra = server.split("+")
     web = LiveServer(
         redis_url=redis_url,
         streams=streams,
-        server=server,
+        server=name,
+        server_args=tuple(extra),
         role="operator",
         extra_env={"ACKBOARD_MAX_STREAMS": "20000"},
     )
@@ -353,6 +360,30 @@ def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: i
         )
 
 
+#: The overview's "Streams 1–50 of N" (its pager position; N is what the index holds now).
+_OVERVIEW_OF = re.compile(rb'id="overview-position">[^<]*? of (\d[\d,]*)')
+
+
+def overview_ready(browser: Browser, count: int, timeout: float = 180.0) -> float:
+    """Seconds until the overview's stream index lists all ``count`` streams.
+
+    The index is built by the first request and completed by a background refresher
+    (dashboard.stream_index); the figures are taken once it is complete, as a user who
+    opens the page a minute after the process started meets it.
+    """
+    began = time.monotonic()
+    while True:
+        found = _OVERVIEW_OF.search(browser.get("/").body)
+        if found is None:
+            print("  (the overview shows no 'of N' position; measuring as it is)")
+            return time.monotonic() - began
+        if int(found.group(1).replace(b",", b"")) >= count:
+            return time.monotonic() - began
+        if time.monotonic() - began > timeout:
+            raise SystemExit(f"the overview lists {found.group(1)!r} of {count} after {timeout} s")
+        time.sleep(0.5)
+
+
 def run_overview(redis_url: str, server: str, counts: tuple[int, ...], repeat: int) -> None:
     figures: list[Figure] = []
     for count in counts:
@@ -363,12 +394,17 @@ def run_overview(redis_url: str, server: str, counts: tuple[int, ...], repeat: i
                 if response.body.count(prefix.encode()) == 0:
                     raise SystemExit(f"the overview shows none of {prefix}*")
 
+            waited = overview_ready(browser, count)
             figures.append(
                 measure(browser, f"overview, {count:,} streams", "/", repeat=repeat,
                         check=lists_streams)
             )  # fmt: skip
-            shown = len(set(re.findall(rf"{re.escape(prefix)}\d+".encode(), browser.get("/").body)))
-            print(f"  ({count:,} streams: the first page links {shown:,} of them)")
+            body = browser.get("/").body
+            shown = len(set(re.findall(rf"{re.escape(prefix)}\d+".encode(), body)))
+            print(
+                f"  ({count:,} streams: all listed {waited:.1f} s after the first request; "
+                f"the first page links {shown:,} of them)"
+            )
     print_figures(figures, f"Overview ({server})")
 
 
@@ -382,7 +418,8 @@ def run_fanout(server: str, quick: bool) -> None:
     """
     from benchmarks import fanout_scale
 
-    argv = server_argv(server, host="127.0.0.1", port="{port}", python="{python}")
+    name, *extra = server.split("+")
+    argv = server_argv(name, host="127.0.0.1", port="{port}", python="{python}", extra=extra)
     sockets = (1, 100) if quick else (1, 100, 1000)
     writes, rate = (10 if quick else 30), 2.0
     results = fanout_scale.fanout_scale(
@@ -596,12 +633,16 @@ def run_compare(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", choices=SERVERS, default=DEFAULT_SERVER)
+    parser.add_argument("--server", default=DEFAULT_SERVER, help=f"one of {', '.join(SERVERS)}")
     parser.add_argument("--quick", action="store_true", help="small seeds: a smoke run")
     parser.add_argument(
         "--only", default="group,overview,fanout", help=f"comma list of {', '.join(PHASES)}"
     )
-    parser.add_argument("--servers", default=",".join(SERVERS), help="for --only compare")
+    parser.add_argument(
+        "--servers",
+        default=",".join(SERVERS),
+        help="for --only compare: names, each optionally with extra flags after '+'",
+    )
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--connections", type=int, default=8, help="for --only compare")
     parser.add_argument("--rounds", type=int, default=2, help="for --only compare")

@@ -41,7 +41,8 @@ class Outbox:
         """Queue ``partials`` ({partial name: html}); a newer HTML replaces a pending one."""
         if self._closed or not partials:
             return
-        self.skipped += sum(1 for name in partials if name in self._pending)
+        if self._pending:  # a send is slow: newer states replace the pending ones
+            self.skipped += len(self._pending.keys() & partials.keys())
         self._pending.update(partials)
         self._ready.set()
 

@@ -157,6 +157,7 @@ class StreamIndex:
         self._round_started: float | None = None
         self._round_after: str | None = None  # the last name of the round's last batch
         self._last_round_started: float | None = None
+        self._round_saw_all = False
 
     # --- reading --------------------------------------------------------------------------
 
@@ -264,9 +265,14 @@ class StreamIndex:
             )
         ):
             self._round_started, self._round_after = now, None
+            self._round_saw_all = self.ready  # False: the first pass was still finding names
         if figures and self._round_started is not None:
             summarized = self._summary_step(client)
-        busy = self._pass is not None or (figures and self._round_started is not None)
+        # A round is also due at once when the last pass found names the round missed.
+        round_due = self._round_started is not None or (
+            bool(self._names) and self._last_round_started is None
+        )
+        busy = self._pass is not None or (figures and round_due)
         return StepReport(scans=scans, summarized=summarized, busy=busy)
 
     def _scan_step(self, client: Client, scan: _Pass) -> int:
@@ -368,6 +374,9 @@ class StreamIndex:
         self._last_round_started = self._round_started
         self._round_started = None
         self._round_after = None
+        if not self._round_saw_all and self.ready and len(self._summaries) < len(self._names):
+            # Names the first pass found behind the round's cursor: one more round now.
+            self._last_round_started = None
 
     def build(self, *, client: Client, budget_s: float, figures: bool = True) -> bool:
         """Steps until the pass (and with ``figures`` the summary round) under way is done

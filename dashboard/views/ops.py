@@ -3,17 +3,20 @@
 ``/metrics`` reports, per stream and group, the same figures as the overview, for every
 stream of the process's stream index (``dashboard.stream_index``: no SCAN on a scrape),
 including each group's health from Redis alone (``queue_core.health``), rendered by
-prometheus-client and cached for up to ``METRICS_TTL_S`` so that several scrapers cost
-Redis one collection a second at most. Up to ``ACKBOARD_METRICS_FRESH_MAX`` streams the
-figures are read fresh on each collection (two pipelined round trips,
-O(streams + groups + consumers): about 150 ms at 500 streams, in-process); above it they are the
-index's figures, refreshed in the background in bounded steps, and
-``ackboard_metrics_figures_age_seconds`` says how old they may be (a fresh collection
-took about 15 s at 10,000 streams on the 2-core test machine under load, far too long
-to run per scrape). It is readable by a logged-in user with ``dashboard.view_queues``, or by
-a scraper sending ``Authorization: Bearer <ACKBOARD_METRICS_TOKEN>`` when that setting
-is set. ``/healthz`` is public and says only whether the process is alive and Redis
-answers a PING within the dashboard's timeout.
+prometheus-client. Up to ``ACKBOARD_METRICS_FRESH_MAX`` streams the figures are read
+fresh on each collection (two pipelined round trips, O(streams + groups + consumers):
+about 150 ms at 500 streams, in process); above it they are the index's figures,
+refreshed in the background in bounded steps, and ``ackboard_metrics_figures_age_seconds``
+says how old they may be (a fresh collection took about 15 s at 10,000 streams on the
+2-core test machine under load, far too long to run per scrape). A collection is served
+to every scraper for ``METRICS_TTL_S``, or ``METRICS_COST_FACTOR`` times as long as it
+took when that is longer (about 13 s at 10,000 streams), so scrapers cost Redis one
+collection a second at most and the process a tenth of a core at most.
+
+It is readable by a logged-in user with ``dashboard.view_queues``, or by a scraper
+sending ``Authorization: Bearer <ACKBOARD_METRICS_TOKEN>`` when that setting is set.
+``/healthz`` is public and says only whether the process is alive and Redis answers a
+PING within the dashboard's timeout.
 
 Neither endpoint writes to Redis or to the database.
 """
@@ -45,6 +48,10 @@ from queue_core.types import StreamOverview
 
 #: How long one collection is served to every scraper.
 METRICS_TTL_S = 1.0
+#: A collection is also served for this many times as long as it took, so /metrics costs
+#: at most a tenth of one core however many streams there are (at 10,000 streams one
+#: collection takes 1-1.5 s, mostly prometheus-client writing 90,000 samples, 6 MB).
+METRICS_COST_FACTOR = 10.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -177,6 +184,7 @@ class _Cached:
     key: tuple[object, ...]
     at: float
     body: bytes
+    ttl: float = METRICS_TTL_S
 
 
 _lock = threading.Lock()
@@ -219,13 +227,13 @@ def metrics_text(*, client: Client) -> bytes:
     )
     now = time.monotonic()
     cached = _cache
-    if cached is not None and cached.key == key and now - cached.at < METRICS_TTL_S:
+    if cached is not None and cached.key == key and now - cached.at < cached.ttl:
         return cached.body
     # One collector at a time: concurrent scrapes wait for it and share its result.
     with _lock:
         cached = _cache
         now = time.monotonic()
-        if cached is not None and cached.key == key and now - cached.at < METRICS_TTL_S:
+        if cached is not None and cached.key == key and now - cached.at < cached.ttl:
             return cached.body
         started = time.perf_counter()
         overview, figures_age_s = _collect(client)
@@ -243,7 +251,9 @@ def metrics_text(*, client: Client) -> bytes:
             )
         )
         body = generate_latest(registry)
-        _cache = _Cached(key=key, at=time.monotonic(), body=body)
+        took = time.perf_counter() - started
+        ttl = max(METRICS_TTL_S, METRICS_COST_FACTOR * took)
+        _cache = _Cached(key=key, at=time.monotonic(), body=body, ttl=ttl)
         return body
 
 

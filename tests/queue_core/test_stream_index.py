@@ -127,6 +127,17 @@ class StepTests:
         assert index.build(client=rec, budget_s=5.0, figures=True)
         assert index.summarized() == 30
 
+    def test_names_found_after_a_round_went_by_are_summarized_before_the_build_ends(
+        self, r: redis.Redis, prefix: str
+    ) -> None:
+        seed(r, [f"{prefix}s{i:03d}" for i in range(300)])
+        # Rounds run beside the first pass: names it finds behind a round's cursor, or
+        # after a round ended, are summarized by one more round before the build ends.
+        for batch in (20, 500):
+            index = StreamIndex(patterns=(prefix + "*",), cap=1_000, scan_count=50, batch=batch)
+            assert index.build(client=r, budget_s=10.0, figures=True)
+            assert index.summarized() == 300, batch
+
 
 class PassTests:
     def test_new_streams_join_and_deleted_ones_leave(self, r: redis.Redis, prefix: str) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any, cast
 
 import redis
 from django.conf import settings
@@ -84,6 +85,56 @@ class SessionStore(CachedDBStore):
         self._cache_state = session_cache_state()
         if self._cache_state is not True:
             self._cache = _NO_CACHE
+
+    # While the cache's server is away, pages are read from the database (and say Redis is
+    # away, RedisErrorMiddleware), never a 500: every cache call below may fail.
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = self._cache.get(self.cache_key)
+        except Exception:  # as cached_db: also a key the backend refuses
+            data = None
+        if data is not None:
+            return cast(dict[str, Any], data)
+        stored = self._get_session_from_db()  # type: ignore[attr-defined]  # not in the stubs
+        if not stored:
+            return {}
+        data = self.decode(stored.session_data)
+        try:
+            self._cache.set(self.cache_key, data, self.get_expiry_age(expiry=stored.expire_date))
+        except redis.RedisError as exc:
+            log.warning("sessions: not cached (%s)", exc)
+        return data
+
+    def exists(self, session_key: str) -> bool:
+        try:
+            if session_key and (self.cache_key_prefix + session_key) in self._cache:
+                return True
+        except redis.RedisError as exc:
+            log.warning("sessions: cache not asked (%s)", exc)
+        return DBStore.exists(self, session_key)
+
+    def save(self, must_create: bool = False) -> None:
+        DBStore.save(self, must_create)
+        try:
+            self._cache.set(self.cache_key, self._session, self.get_expiry_age())  # type: ignore[attr-defined]
+        except redis.RedisError as exc:
+            # The row is written. A copy cached earlier may be older: the next save
+            # replaces it and a logout deletes it (a login always gets a new key).
+            log.warning("sessions: not cached (%s)", exc)
+
+    def cycle_key(self) -> None:
+        """A new key for this session's data (login, password change). A cache that cannot
+        be reached does not stop it: the old key's row is still removed, and a copy of it
+        cached earlier could never authenticate (before a login it holds no user; after a
+        password change its hash no longer verifies)."""
+        old = self.session_key
+        try:
+            super().cycle_key()
+        except redis.RedisError as exc:
+            log.warning("sessions: old key's cached copy not deleted (%s)", exc)
+            if old:
+                DBStore.delete(self, old)
 
     def delete(self, session_key: str | None = None) -> None:
         """Logout and flush: the cached copy goes first, so a cache that cannot be reached

@@ -102,6 +102,18 @@ class CachedSessionTests:
         assert client.get(reverse("dashboard:overview")).status_code == 200
         assert len(_session_keys(r, prefix)) == 1  # cached again
 
+    def test_pages_are_read_from_the_database_while_the_cache_is_away(
+        self, django_user_model: type[User], settings: SettingsWrapper, prefix: str
+    ) -> None:
+        client = _logged_in(django_user_model)
+        # The probe said "usable" before the outage: every cache call now fails.
+        dead = f"redis://127.0.0.1:{free_port()}/0"
+        settings.CACHES = _caches(dead, prefix)
+        sessions._known[dead] = True
+        assert client.get(reverse("dashboard:overview")).status_code == 200
+        # A new login works too (its new key is checked against the cache, then the rows).
+        assert Client().login(username="olga", password="pw")
+
     def test_logout_fails_while_the_cache_cannot_be_reached(
         self, django_user_model: type[User], settings: SettingsWrapper, prefix: str
     ) -> None:

@@ -59,7 +59,11 @@ def seeded(browser_redis: redis.Redis, names: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def web_server(redis_url: str, names: str, seeded: dict[str, str]) -> Iterator[LiveServer]:
     server = LiveServer(
-        redis_url=redis_url, streams=(names + "*") if names else "*", ingest_poll=0.1
+        redis_url=redis_url,
+        streams=(names + "*") if names else "*",
+        ingest_poll=0.1,
+        # Streams a test adds are listed on the overview within a second.
+        extra_env={"ACKBOARD_INDEX_REFRESH_S": "1"},
     )
     with serving(server):
         yield server

@@ -93,7 +93,14 @@ class HostilePayloadTests:
         context.set_default_timeout(10_000)
         try:
             page = context.new_page()
-            overview = _open(page, web_server.url + "/")
+            # The overview lists streams from its index, refreshed every second here: the
+            # two new streams show up within a refresh (filtered by their common token).
+            token = hostile.rpartition("-")[2]
+            for _ in range(20):
+                overview = _open(page, f"{web_server.url}/?q={token}")
+                if f"/streams/{hostile}/" in overview and f"/streams/{calm}/" in overview:
+                    break
+                page.wait_for_timeout(250)
             assert f"/streams/{hostile}/" in overview and f"/streams/{calm}/" in overview
             _open(page, f"{base}/{hostile}/")
             for entry_id in ids.values():

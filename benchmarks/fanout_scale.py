@@ -20,7 +20,10 @@ Per N it reports:
 - server CPU per update (utime + stime of the server's process tree from /proc, over the
   writing window, divided by M): everything the process did, the tick's polls included;
 - Redis commands per second over the window (INFO commandstats), the writer's own XADDs
-  not counted.
+  not counted;
+- idle CPU: the server's CPU with every socket open and nothing written (session
+  rechecks, the tick's polls), and the machine's load average (latency on a shared
+  machine depends on it).
 
     uv run python -m benchmarks.fanout_scale [--sockets 1,100,1000] [--writes 30] [--rate 2]
         [--server daphne|uvicorn|granian|"<a command line with {python} and {port}>"]
@@ -87,6 +90,9 @@ class FanoutResult:
     cpu_ms_per_update: float
     redis_commands_per_s: float
     idle_cpu_percent: float
+    #: The machine's 1-minute load average at the end of the phase: on a shared machine the
+    #: latencies depend on it (the server gets a share of the cores).
+    load: float = 0.0
 
 
 class _Server(LiveServer):
@@ -371,6 +377,7 @@ def _phase(
         cpu_ms_per_update=cpu / writes * 1000,
         redis_commands_per_s=commands / elapsed,
         idle_cpu_percent=idle_percent,
+        load=os.getloadavg()[0],
     )
 
 
@@ -418,13 +425,14 @@ def table(results: Sequence[FanoutResult], *, rate: float) -> str:
         f"Live fan-out on one web process: {writes} XADDs at {rate:g}/s to the stream of one "
         "group page, every socket on that page",
         f"{'sockets':>8} {'dropped':>8} {'skipped':>8} {'p50 ms':>7} {'p95 ms':>7} "
-        f"{'max ms':>7} {'CPU ms/update':>14} {'idle CPU %':>11} {'Redis cmd/s':>12}",
+        f"{'max ms':>7} {'CPU ms/update':>14} {'idle CPU %':>11} {'Redis cmd/s':>12} "
+        f"{'load':>5}",
     ]
     for r in results:
         lines.append(
             f"{r.sockets:>8} {r.dropped:>8} {r.skipped:>8} {r.p50_ms:>7.0f} {r.p95_ms:>7.0f} "
             f"{r.max_ms:>7.0f} {r.cpu_ms_per_update:>14.1f} {r.idle_cpu_percent:>11.1f} "
-            f"{r.redis_commands_per_s:>12.1f}"
+            f"{r.redis_commands_per_s:>12.1f} {r.load:>5.1f}"
         )
     return "\n".join(lines)
 

@@ -190,6 +190,10 @@ def stream_discover(
 ) -> tuple[tuple[str, ...], bool, int]:
     """Stream names matching the allowlist, without companions: (names, truncated, companions).
 
+    One whole discovery in one call, O(keyspace): for scripts and benchmarks. The
+    dashboard never runs it on a request; it reads ``queue_core.stream_index``, which does
+    the same SCAN in bounded steps in the background.
+
     Cost: ``SCAN … MATCH p TYPE stream COUNT 2000`` per pattern, one round trip per
     2,000 keys of the whole keyspace (SCAN cannot skip other keys); it stops once
     ``cap`` streams are found. On a cluster the client's ``scan_iter`` runs SCAN on
@@ -367,7 +371,8 @@ def stream_summaries(*, client: Client, streams: Sequence[str]) -> tuple[StreamS
 
 
 def stream_overview(*, client: Client, patterns: Iterable[str], cap: int) -> StreamOverview:
-    """Discovery plus the summaries: SCAN round trips plus two pipelined ones."""
+    """Discovery plus the summaries: SCAN round trips plus two pipelined ones, O(keyspace +
+    streams). For scripts and benchmarks; the overview pages through ``stream_index``."""
     names, truncated, companions = stream_discover(client=client, patterns=patterns, cap=cap)
     return StreamOverview(
         streams=stream_summaries(client=client, streams=names),

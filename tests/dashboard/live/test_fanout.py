@@ -2,7 +2,8 @@
 
 - the session recheck is one batch per tick for every socket (O(1) SQL queries, however
   many sockets and sessions), answers exactly like the per-session reference rule, and a
-  logout still closes exactly its own session's sockets;
+  logout still closes exactly its own session's sockets, heard through one subscription
+  per session (more tabs of a session cost Redis nothing);
 - a surface is rendered once per permission set per change, whatever the socket count;
 - each socket's outbox keeps only the newest state of each partial, so a slow socket
   skips states for itself alone and never delays the others, and always gets the last one.
@@ -36,6 +37,7 @@ from dashboard.live.registry import Surface
 from dashboard.live.render import surface_render
 from dashboard.routing import live_path
 from tests.dashboard.live.sockets import SITE_HEADERS, live_socket, receive_until
+from tests.dashboard.test_channel_layer import _layer_config
 from tests.factories import add_entries, make_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -243,6 +245,48 @@ class SessionWatchTests:
         assert broadcaster.sockets() == 2
         for ws in kept:
             await ws.disconnect()
+
+    async def test_one_notice_subscription_per_session_not_per_socket(
+        self,
+        broadcaster: Broadcaster,
+        live_settings: Any,
+        r: redis.Redis,
+        stream: str,
+        redis_url: str,
+        prefix: str,
+    ) -> None:
+        config = _layer_config(redis_url)
+        config["prefix"] = prefix + "channels:"
+        live_settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"},
+            session.SHARED_LAYER: {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": config,
+            },
+        }
+        live_settings.ACKBOARD_LIVE_RECHECK = 60.0
+        make_pending(r, stream, "billing", "w1", 1)
+        user = await sync_to_async(_user)("tabs", "view_queues")
+        headers = await _headers(user)
+        path = live_path("group", stream=stream, group="billing")
+        key = headers[0][1].decode().split("=", 1)[1]
+        group_channel = f"{config['prefix']}__group__{session.session_group(key)}"
+        sockets = [live_socket(path, headers) for _ in range(8)]
+        assert (await sockets[0].connect())[0]
+        await _until(lambda: dict(r.pubsub_numsub(group_channel))[group_channel.encode()] == 1)
+        subscribed = _calls(r, "subscribe")
+        for ws in sockets[1:]:
+            assert (await ws.connect())[0]
+            await receive_until(ws, lambda m: 'id="pending-table"' in m)
+        await asyncio.sleep(0.3)  # any subscription the new tabs caused has been made
+        assert _calls(r, "subscribe") == subscribed, "7 more tabs of the session: none"
+        for ws in sockets:
+            await ws.disconnect()
+
+
+def _calls(r: redis.Redis, command: str) -> int:
+    stats = r.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 # --- rendering and the outboxes ---------------------------------------------------------------

@@ -292,10 +292,11 @@ ACKBOARD_LIVE_TICK = _float("ACKBOARD_LIVE_TICK", 1.0)
 #: Seconds a live socket's session and permissions are trusted before they are read again.
 ACKBOARD_LIVE_RECHECK = _float("ACKBOARD_LIVE_RECHECK", 2.0)
 
-# Two channel layers (DESIGN.md §7, Fan-out). "default" carries the broadcaster's pushes to
-# the sockets of this process: its groups are per process anyway, so a push never needs
-# Redis, and a Redis restart cannot silence an open socket. "shared" is for what must
-# reach every web process: the notice that a session ended (dashboard/live/session.py).
+# Channel layers (DESIGN.md §7, Fan-out). Pushes to the sockets of this process use none:
+# the broadcaster hands them to each socket's outbox (dashboard/live/outbox.py), so a push
+# never needs Redis, and a Redis restart cannot silence an open socket. "default" (in
+# memory) is only channels' default alias. "shared" is for what must reach every web
+# process: the notice that a session ended (dashboard/live/session.py).
 #
 # "shared" is channels-redis's pub/sub layer: PUBLISH/SUBSCRIBE only, no keys, so the one
 # URL works on a standalone Redis and on any node of a Redis Cluster (a classic PUBLISH

@@ -610,15 +610,16 @@ def run_compare(
         f"{seconds:.0f} s per figure; {sockets} sockets on the group page, an XADD every "
         f"0.5 s for {seconds:.0f} s)"
     )
+    width = max(8, *(len(server) for server in runs))
     print(
-        f"  {'server':<8} {'/healthz req/s':>14} {'CPU ms/req':>10} {'group req/s':>11} "
+        f"  {'server':<{width}} {'/healthz req/s':>14} {'CPU ms/req':>10} {'group req/s':>11} "
         f"{'CPU ms/req':>10} {'/healthz ms':>11} {'group ms':>9} {'updates/socket':>15} "
         f"{'CPU us/socket-update':>20}"
     )
     med = statistics.median
     for server, done in runs.items():
         print(
-            f"  {server:<8} {med(r.healthz.per_second for r in done):>14,.0f} "
+            f"  {server:<{width}} {med(r.healthz.per_second for r in done):>14,.0f} "
             f"{med(r.healthz.cpu_ms for r in done):>10.2f} "
             f"{med(r.group.per_second for r in done):>11,.1f} "
             f"{med(r.group.cpu_ms for r in done):>10.1f} "
@@ -683,7 +684,7 @@ def main() -> int:
             )
     finally:
         redis_server.cleanup()
-    print(f"\n(uv run python -m benchmarks.serving {' '.join(sys.argv[1:])})")
+    print(f"\n({shlex.join(['uv', 'run', 'python', '-m', 'benchmarks.serving', *sys.argv[1:]])})")
     return 0
 
 

@@ -9,9 +9,10 @@ The same promises on every server:
 - **one worker process**: each web process runs one live broadcaster (see
   dashboard/live/broadcaster.py); scale out with more processes behind a balancer;
 - **no proxy-header rewriting by the server**: the client address and scheme behind a
-  proxy come from Django's settings (``DJANGO_BEHIND_PROXY``, ``DJANGO_PROXY_COUNT``),
-  which take the right-most ``X-Forwarded-For`` entry; servers that take the left-most
-  one (daphne, uvicorn) would let a client choose its own address;
+  proxy come from Django's settings alone (``DJANGO_BEHIND_PROXY``,
+  ``DJANGO_PROXY_COUNT``: the right-most ``X-Forwarded-For`` entries); uvicorn's own
+  rewriting, on by default for 127.0.0.1, would be a second rule that could disagree
+  (daphne's takes the left-most entry, which the client writes);
 - **WebSocket keep-alive** like daphne's defaults: a ping every 20 s, closed after 30 s
   without an answer (granian keeps its own, not configurable);
 - **no per-message deflate on sockets**, as with daphne: each socket would compress each

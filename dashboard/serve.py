@@ -16,12 +16,12 @@ The same promises on every server:
 - **WebSocket keep-alive** like daphne's defaults: a ping every 20 s, closed after 30 s
   without an answer (granian keeps its own, not configurable);
 - **no per-message deflate on sockets**, as with daphne: each socket would compress each
-  push on its own, which doubled uvicorn's CPU per pushed update (``benchmarks.serving``);
+  push on its own, 2.6x uvicorn's CPU per pushed update (``benchmarks.serving``);
 - **access lines on** (one per request and per socket handshake), as daphne logs them.
 
 The default is uvicorn (uvloop, httptools, the sans-I/O ``websockets`` protocol), chosen
 by ``uv run python -m benchmarks.serving --only compare`` on this 2-core machine: it
-served the 1M-pending group page at about twice daphne's rate for less CPU per request,
+served the 1M-pending group page at 1.4-2x daphne's rate for less CPU per request,
 and pushed live updates for the least CPU per socket (figures in the README).
 """
 

@@ -1,28 +1,34 @@
-"""The group page's pending rows: ``{% pending_rows rows stream group %}``.
+"""The group page's repeated rows: ``{% pending_rows rows stream group %}`` and
+``{% consumer_rows health %}``.
 
-Owns the markup of one pending-table row (``_ROW`` and the action buttons below it). The
-row repeats 50 times a page, and through the template engine each one cost about 30 node
-renders (variables, filters, ``{% if %}``, tags): most of the page's time. Here a row is
-one ``str.format`` of values escaped once, and what is the same for every row (the
+Owns the markup of one pending-table row (``_ROW`` and the action buttons below it) and of
+one consumer-table row (``_CONSUMER``). A pending row repeats 50 times a page (consumer rows
+once per consumer), and through the template engine each one cost about 30 node renders
+(variables, filters, ``{% if %}``, tags), about 100 µs: most of the page's time. Here a
+row is one ``str.format`` of values escaped once, and what is the same for every row (the
 permissions, the URL prefixes, the Retry explanations) is looked up once per table. The
-templates still own the table around it (``templates/dashboard/group.html``, partial
-``pending-table``), and the page, its live push and an action's swapped row all render
-that one partial, so they never differ.
+templates still own the tables around them (``templates/dashboard/group.html``, partials
+``pending-table`` and ``consumer-table``), and the page, its live push and an action's
+swapped row all render those partials, so they never differ.
 
-Every value put into the markup goes through ``escape`` (Django's, minus its lazy wrapper). Never touches Redis or the
-database; the permission checks use the request's cached permissions.
+Every value put into the markup goes through ``escape`` (Django's, minus its lazy
+wrapper). Never touches Redis or the database; the permission checks use the request's
+cached permissions.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from html import escape as _html_escape
 from typing import Any
+from urllib.parse import quote
 
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from dashboard.templatetags.ackboard import copy_button, duration_span
+from dashboard.converters import name_problem
+from dashboard.templatetags.ackboard import copy_button, duration_span, human_ms
 from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_ms, row_urls
 
 register = template.Library()
@@ -74,8 +80,11 @@ def escape(value: object) -> str:
 
 
 def _truncated(value: str, length: int) -> str:
-    # Truncator normalises and measures the text: skip it for the (usual) short value.
-    return value if len(value) <= length else Truncator(value).chars(length)
+    """``truncatechars``: Truncator measures (and NFC-normalises) the text; a value short
+    enough needs only the normalisation, which is what Truncator returns for it."""
+    if len(value) <= length:
+        return unicodedata.normalize("NFC", value)
+    return Truncator(value).chars(length)
 
 
 @register.simple_tag(takes_context=True)
@@ -129,6 +138,69 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
                 failure=escape(row.last_failure),
                 failure_short=escape(_truncated(row.last_failure, 120)),
                 actions=actions,
+            )
+        )
+    return mark_safe("".join(out))  # noqa: S308 - every value above was escaped
+
+
+#: One consumer row: pending count linked to the pending table filtered by the consumer
+#: (when its name can travel in a URL), idle and inactive times, and whether it was seen.
+_CONSUMER = (
+    '<tr id="consumer-row-{n}">\n'
+    '  <td class="mono name">{name}</td>\n'
+    '  <td class="num">{pending}</td>\n'
+    "  <td>{idle}</td>\n"
+    "  <td>{inactive}</td>\n"
+    "  <td>{seen}</td>\n"
+    "</tr>\n"
+)
+_NO_INACTIVE = (
+    '<span class="muted" title="Redis 7.2+ reports the time since the consumer\'s last '
+    'successful read">n/a</span>'
+)
+_NEVER_READ = '<span class="muted">never read</span>'
+_LIVE = '<span class="badge ok">live</span>'
+_DEAD = (
+    '<span class="badge bad" title="Not seen in {window} and holding {pending} pending">'
+    "dead, holds {pending}</span>"
+)
+_NOT_SEEN = '<span class="badge idle" title="Not seen in {window}; holds nothing">not seen</span>'
+
+
+@register.simple_tag
+def consumer_rows(health: Any) -> SafeString:
+    """The ``<tr>`` of each consumer of ``health`` (``queue_core.health.GroupHealth``)."""
+    window = escape(human_ms(health.stuck_after_ms))
+    out = []
+    for n, judged in enumerate(health.consumers, start=1):
+        c = judged.info
+        count = int(c.pending)
+        if count and not (isinstance(c.name, str) and name_problem(c.name) is None):
+            pending = str(count)
+        elif count:
+            pending = f'<a href="?consumer={escape(quote(c.name))}">{count}</a>'
+        else:
+            pending = str(count)
+        if c.inactive_ms is None:
+            inactive = _NO_INACTIVE
+        elif c.inactive_ms < 0:
+            inactive = _NEVER_READ
+        else:
+            inactive = duration_span(c.inactive_ms)
+        if judged.seen:
+            seen = _LIVE
+        elif judged.holds_stuck:
+            seen = _DEAD.format(window=window, pending=count)
+        else:
+            seen = _NOT_SEEN.format(window=window)
+        out.append(
+            _CONSUMER.format(
+                n=n,
+                name=escape(_truncated(c.name, 80)),
+                pending=pending,
+                idle=duration_span(c.idle_ms),
+                inactive=inactive,
+                seen=seen,
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - every value above was escaped

@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 import redis
+from django.template import Context, Template
 from django.test import Client
 from django.urls import reverse
 
+from queue_core.health import group_health
+from queue_core.types import ConsumerInfo
 from tests.dashboard.action_helpers import MakeClient
 from tests.factories import make_pending
 
@@ -87,3 +90,49 @@ class CompressionTests:
         # Django pads the gzip header with 0-100 random bytes (and masks the CSRF token
         # afresh): the same page does not compress to the same size every time.
         assert len(sizes) > 1
+
+
+#: The consumer rows as the template loop wrote them before ``{% consumer_rows %}``.
+_CONSUMER_LOOP = """{% load ackboard ackboard_names %}{% for ch in health.consumers %}{% with c=ch.info %}
+      <tr id="consumer-row-{{ forloop.counter }}">
+        <td class="mono name">{{ c.name|truncatechars:80 }}</td>
+        <td class="num">{% if c.pending and not c.name|url_problem %}<a href="?consumer={{ c.name|urlencode }}">{{ c.pending }}</a>{% else %}{{ c.pending }}{% endif %}</td>
+        <td>{% duration_span c.idle_ms %}</td>
+        <td>{% if c.inactive_ms is None %}<span class="muted" title="Redis 7.2+ reports the time since the consumer's last successful read">n/a</span>{% elif c.inactive_ms < 0 %}<span class="muted">never read</span>{% else %}{% duration_span c.inactive_ms %}{% endif %}</td>
+        <td>{% if ch.seen %}<span class="badge ok">live</span>{% elif ch.holds_stuck %}<span class="badge bad" title="Not seen in {{ health.stuck_after_ms|duration }} and holding {{ c.pending }} pending">dead, holds {{ c.pending }}</span>{% else %}<span class="badge idle" title="Not seen in {{ health.stuck_after_ms|duration }}; holds nothing">not seen</span>{% endif %}</td>
+      </tr>
+      {% endwith %}{% endfor %}"""  # noqa: E501
+
+
+class ConsumerRowsTests:
+    def test_the_tag_writes_what_the_template_loop_wrote(self) -> None:
+        names = [
+            "worker-1",
+            '<script>alert("x")</script>',
+            "a/b%c d&e",
+            "cafe\u0301-decomposed",
+            "x" * 120,
+            "",
+        ]
+        infos = []
+        for i, name in enumerate(names):
+            # seen and idle; dead holding entries; seen holding; not seen, holding nothing
+            for pending, idle, inactive in (
+                (0, 5, None), (3, 90_000, -1), (7, 10, 2_000), (0, 120_000, 5),
+            ):  # fmt: skip
+                infos.append(ConsumerInfo(name, pending and pending + i, idle + i, inactive))
+        health = group_health(
+            stream="s", group="g", consumers=infos, pending=1, waiting_id=None,
+            stuck_after_ms=60_000, now_ms=0,
+        )  # fmt: skip
+        words = " ".join
+        expected = Template(_CONSUMER_LOOP).render(Context({"health": health}))
+        got = Template("{% load ackboard_rows %}{% consumer_rows health %}").render(
+            Context({"health": health})
+        )
+
+        def cells(html: str) -> list[str]:
+            return [words(row.split()) for row in re.findall(r"<tr.*?</tr>", html, re.S)]
+
+        assert cells(got) == cells(expected)
+        assert len(cells(got)) == len(infos)

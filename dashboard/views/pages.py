@@ -210,21 +210,33 @@ def _check_visible(stream: str) -> None:
 _LEVEL_RANK = {"bad": 0, "warn": 1, "ok": 2, "idle": 3}
 
 
-def _sort_key(sort: str, now_ms: int) -> stream_index.SortKey | None:
-    """How the ``sort`` order ranks a stream from its cached figures (None: by name, which
-    needs no figures). Streams whose figures are not gathered yet come last. The health
-    order uses the badge's Redis side (liveness, dead letters, old pending, idle groups);
+#: Each stream's health rank for the "health" order, with the figures it was computed
+#: from: recomputed only when the index holds new figures for the stream.
+_health_ranks: dict[str, tuple[StreamSummary, int]] = {}
+
+
+def overview_sort_keys() -> dict[str, stream_index.SortKey]:
+    """How each order by figures ranks a stream from its cached figures (the refresher
+    sorts with these, ``stream_index.orders_refresh``). Streams whose figures are not
+    gathered yet come last; ties go by name. The health order uses the badge's Redis side
+    (liveness, dead letters, old pending, idle groups), computed once per new figure;
     failures in the last hour come from the failure index and are shown, not ranked."""
     stuck_after_ms = settings.ACKBOARD_STUCK_AFTER_MS
+    now_ms = _now_ms()
 
     def health(name: str, s: StreamSummary | None) -> tuple[object, ...]:
         if s is None:
             return (1, 0, name)
+        cached = _health_ranks.get(name)
+        if cached is not None and cached[0] is s:
+            return (0, cached[1], name)
         liveness = queue_health.summary_health(
             summary=s, stuck_after_ms=stuck_after_ms, now_ms=now_ms
         )
         badge = stream_health(summary=s, liveness=liveness, failures_last_hour=0, now_ms=now_ms)
-        return (0, _LEVEL_RANK[badge.level], name)
+        rank = _LEVEL_RANK[badge.level]
+        _health_ranks[name] = (s, rank)
+        return (0, rank, name)
 
     def figure(value: Callable[[StreamSummary], int | None]) -> stream_index.SortKey:
         def key(name: str, s: StreamSummary | None) -> tuple[object, ...]:
@@ -233,13 +245,12 @@ def _sort_key(sort: str, now_ms: int) -> stream_index.SortKey | None:
 
         return key
 
-    keys: dict[str, stream_index.SortKey] = {
+    return {
         "health": health,
         "lag": figure(lambda s: -s.max_lag if s.max_lag is not None else None),
         "pending": figure(lambda s: -s.pending),
         "oldest": figure(lambda s: s.oldest_pending_ms),
     }
-    return keys.get(sort)
 
 
 def _age_s(at: float | None) -> int | None:
@@ -258,9 +269,7 @@ def overview_page_names(*, view: str = "") -> tuple[str, ...]:
     if index is None or not index.ready:
         return ()
     size = settings.ACKBOARD_OVERVIEW_PAGE_SIZE
-    return stream_index.overview_page(
-        index=index, query=query, size=size, key=_sort_key(query.sort, _now_ms())
-    ).names
+    return stream_index.overview_page(index=index, query=query, size=size).names
 
 
 def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
@@ -281,10 +290,7 @@ def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
     index = stream_index.overview_index(client=client, figures=query.sort != "name")
     now_ms = _now_ms()
     page = stream_index.overview_page(
-        index=index,
-        query=query,
-        size=settings.ACKBOARD_OVERVIEW_PAGE_SIZE,
-        key=_sort_key(query.sort, now_ms),
+        index=index, query=query, size=settings.ACKBOARD_OVERVIEW_PAGE_SIZE
     )
     summaries = selectors.stream_summaries(client=client, streams=page.names)
     index.remember(summaries)

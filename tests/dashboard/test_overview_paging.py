@@ -307,6 +307,44 @@ class IndexTests:
         assert rec.names.count("SCAN") == scans
 
 
+class OrderTests:
+    def test_orders_by_figures_are_sorted_by_the_refresher_not_by_requests(
+        self,
+        viewer: Client,
+        r: redis.Redis,
+        prefix: str,
+        pages: Any,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        import threading
+
+        pages.ACKBOARD_INDEX_BACKGROUND = True
+        pages.ACKBOARD_INDEX_REFRESH_S = 0.2
+        monkeypatch.setattr(stream_index, "ORDER_TTL_S", 0.2)
+        sorted_on: list[str] = []
+        sort_all = stream_index._sort_all
+
+        def recording(index: Any, sort: str) -> Any:
+            sorted_on.append(threading.current_thread().name)
+            return sort_all(index, sort)
+
+        monkeypatch.setattr(stream_index, "_sort_all", recording)
+        make_pending(r, prefix + "a", "g", "c", 2)
+        make_pending(r, prefix + "b", "g", "c", 1)
+        url = reverse("dashboard:overview")
+        assert shown(viewer.get(url, {"sort": "pending"})) == [prefix + "a", prefix + "b"]
+        make_pending(r, prefix + "b", "g", "c", 5, create=False)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if shown(viewer.get(url, {"sort": "pending"}))[0] == prefix + "b":
+                break
+            time.sleep(0.1)
+        assert shown(viewer.get(url, {"sort": "pending"})) == [prefix + "b", prefix + "a"]
+        # The first request for the order sorted once; every later sort ran in the refresher.
+        assert sorted_on[0] != "ackboard-stream-index"
+        assert set(sorted_on[1:]) == {"ackboard-stream-index"}
+
+
 class CostTests:
     @pytest.mark.parametrize("sort", ["name", "health", "lag", "pending", "oldest"])
     def test_round_trips_follow_the_page_not_the_stream_count(

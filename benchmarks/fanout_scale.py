@@ -90,6 +90,8 @@ class FanoutResult:
     cpu_ms_per_update: float
     redis_commands_per_s: float
     idle_cpu_percent: float
+    #: Mean size of a push that carried a write (one socket's view).
+    kb_per_update: float = 0.0
     #: The machine's 1-minute load average at the end of the phase: on a shared machine the
     #: latencies depend on it (the server gets a share of the cores).
     load: float = 0.0
@@ -212,6 +214,8 @@ class _Socket:
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         self.buffer = b""
         self.seen: dict[int, float] = {}
+        #: Bytes of the pushes that carried each marker value.
+        self.sizes: dict[int, int] = {}
         self.closed = False
 
     def finish_handshake(self) -> None:
@@ -254,7 +258,9 @@ class _Socket:
             if opcode in (0x0, 0x1):
                 found = MARKER.search(payload)
                 if found:
-                    self.seen.setdefault(int(found.group(1)), now)
+                    marker = int(found.group(1))
+                    self.seen.setdefault(marker, now)
+                    self.sizes[marker] = self.sizes.get(marker, 0) + len(payload)
             elif opcode == 0x9:  # ping: a masked pong with the same payload
                 self.sock.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
             elif opcode == 0x8:
@@ -296,7 +302,7 @@ def _sockets(url: str, headers: dict[str, str], n: int, pipe: Connection) -> Non
     pipe.recv()  # "stop"
     for client in sockets:
         client.sock.close()
-    pipe.send([client.seen for client in sockets])
+    pipe.send(([client.seen for client in sockets], sockets[0].sizes if sockets else {}))
 
 
 def _socket_process(url: str, headers: dict[str, str], n: int, pipe: Connection) -> None:
@@ -347,7 +353,7 @@ def _phase(
         cpu = cpu_seconds(server.proc.pid) - cpu
         commands = redis_calls(client) - calls - writes
         mine.send("stop")
-        seen: list[dict[int, float]] = mine.recv()
+        seen, sizes = mine.recv()
     finally:
         child.join(30)
         if child.is_alive():
@@ -364,7 +370,11 @@ def _phase(
             skipped += marker not in states
             latencies.append((min(later) - at) * 1000)
     latencies.sort()
-    q = statistics.quantiles(latencies, n=20) if len(latencies) >= 2 else latencies * 19
+    q = (
+        statistics.quantiles(latencies, n=20, method="inclusive")
+        if len(latencies) >= 2
+        else latencies * 19
+    )
     return FanoutResult(
         sockets=n,
         writes=writes,
@@ -377,6 +387,7 @@ def _phase(
         cpu_ms_per_update=cpu / writes * 1000,
         redis_commands_per_s=commands / elapsed,
         idle_cpu_percent=idle_percent,
+        kb_per_update=statistics.mean([sizes[m] for m, _ in written if m in sizes] or [0]) / 1000,
         load=os.getloadavg()[0],
     )
 
@@ -426,13 +437,13 @@ def table(results: Sequence[FanoutResult], *, rate: float) -> str:
         "group page, every socket on that page",
         f"{'sockets':>8} {'dropped':>8} {'skipped':>8} {'p50 ms':>7} {'p95 ms':>7} "
         f"{'max ms':>7} {'CPU ms/update':>14} {'idle CPU %':>11} {'Redis cmd/s':>12} "
-        f"{'load':>5}",
+        f"{'KB/push':>8} {'load':>5}",
     ]
     for r in results:
         lines.append(
             f"{r.sockets:>8} {r.dropped:>8} {r.skipped:>8} {r.p50_ms:>7.0f} {r.p95_ms:>7.0f} "
             f"{r.max_ms:>7.0f} {r.cpu_ms_per_update:>14.1f} {r.idle_cpu_percent:>11.1f} "
-            f"{r.redis_commands_per_s:>12.1f} {r.load:>5.1f}"
+            f"{r.redis_commands_per_s:>12.1f} {r.kb_per_update:>8.1f} {r.load:>5.1f}"
         )
     return "\n".join(lines)
 

@@ -56,6 +56,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     if not any(metafunc.definition.path.is_relative_to(d) for d in _MATRIX_DIRS):
         return
+    if metafunc.definition.get_closest_marker("one_engine"):
+        return  # runs on the run's engine (Redis 7 unless pinned)
     own_server = any(value is RedisServer for value in vars(metafunc.module).values())
     if "redis_url" in metafunc.fixturenames or own_server:
         metafunc.parametrize("redis_engine", ENGINES, indirect=True, scope="session")

@@ -32,6 +32,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ MARKER = re.compile(r"<!-- existing-deployment: ([a-z-]+)\b.*?-->")
 #: Stands in for uv: ``uv run X`` becomes X itself (exec), found in the venv on PATH.
 UV_SHIM = '#!/bin/sh\nif [ "$1" = run ]; then shift; fi\nexec "$@"\n'
 
-pytestmark = pytest.mark.timeout(180)
+# The README's commands, not the server, are under test here: one engine is enough.
+pytestmark = [pytest.mark.timeout(180), pytest.mark.one_engine]
 
 
 def readme_blocks(text: str) -> dict[str, list[str]]:
@@ -196,8 +198,12 @@ def blocks() -> dict[str, list[str]]:
 
 
 def _server_errors(log: str) -> list[str]:
-    """Lines of a daphne log that show a server error (not a refusal)."""
-    problem = re.compile(r'Internal Server Error|Exception inside application|" 5\d\d ')
+    """Lines of the web server's log that show a server error (not a refusal): Django's,
+    daphne's and uvicorn's ways of saying so, or a 5xx access line."""
+    problem = re.compile(
+        r"Internal Server Error|Exception inside application|Exception in ASGI application"
+        r'|" 5\d\d '
+    )
     return [line for line in log.splitlines() if problem.search(line)]
 
 
@@ -206,15 +212,16 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str]]:
-    """Status and headers of one GET, redirects not followed."""
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Message]:
+    """Status and headers (looked up case-insensitively, as servers differ in case) of
+    one GET, redirects not followed."""
     opener = urllib.request.build_opener(_NoRedirect)
     request = urllib.request.Request(url, headers=headers or {})
     try:
         with opener.open(request, timeout=10) as response:
-            return response.status, dict(response.headers)
+            return response.status, response.headers
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers)
+        return exc.code, exc.headers
 
 
 class Browser:

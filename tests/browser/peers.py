@@ -1,7 +1,8 @@
-"""More web processes over one LiveServer's database: several daphnes behind one balancer.
+"""More web processes over one LiveServer's database: several behind one balancer.
 
-A ``PeerServer`` is another daphne on its own port with the same production settings,
-Redis, SQLite database and secret key as the LiveServer it is made from, so one login
+A ``PeerServer`` is another web process (the same server and flags) on its own port,
+with the same production settings, Redis, SQLite database and secret key as the
+LiveServer it is made from, so one login
 serves both and live updates must cross processes through Redis. Used by the
 two-web-process browser test and ``benchmarks.scale_out``. It never migrates or creates
 users (the first server did) and never removes the shared work dir (the first server's
@@ -20,11 +21,11 @@ from tests.browser.server import LiveServer
 
 @dataclass
 class PeerServer(LiveServer):
-    """Another daphne process over a LiveServer's database, secret key and Redis."""
+    """Another web process over a LiveServer's database, secret key and Redis."""
 
     @property
     def log_path(self) -> Path:
-        return self.workdir / f"daphne-{self.port}.log"
+        return self.workdir / f"web-{self.port}.log"
 
 
 @contextlib.contextmanager
@@ -34,7 +35,7 @@ def peer_of(first: LiveServer) -> Iterator[PeerServer]:
     peer = PeerServer(
         redis_url=first.redis_url, streams=first.streams, tick=first.tick,
         username=first.username, password=first.password, secret_key=first.secret_key,
-        workdir=first.workdir,
+        workdir=first.workdir, server=first.server, server_args=first.server_args,
     )  # fmt: skip
     try:
         yield peer.start_web()  # no migrate, no new superuser: the database is first's

@@ -1,7 +1,7 @@
 """Two web processes share live updates (several web processes behind one load balancer).
 
-The session's daphne server is web process A; this module starts a second daphne, B,
-on another port with the same production settings, the same Redis and the same SQLite
+The session's web server (the production server) is web process A; this module starts
+a second, B, on another port with the same server, production settings, Redis, SQLite
 database and secret key (so one login serves both, as behind a load balancer). A
 browser watches a group page served by B; an operator acts on A. B's broadcaster must
 push the change to the browser without a reload: the two processes share nothing but

@@ -220,10 +220,22 @@ class Figure:
     wire: int
     raw: int
     encoding: str
+    #: Issue 15's goal: at most this many times /healthz, and (if set) under this many ms.
+    goal_ratio: float | None = None
+    goal_ms: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.page_ms / self.healthz_ms if self.healthz_ms else float("inf")
+
+    def verdict(self) -> str:
+        if self.goal_ratio is None:
+            return ""
+        goal = f"<= {self.goal_ratio:g}x" + (f", < {self.goal_ms:g} ms" if self.goal_ms else "")
+        met = self.ratio <= self.goal_ratio and (
+            self.goal_ms is None or self.page_ms < self.goal_ms
+        )
+        return f"  goal {goal}: {'ok' if met else 'MISSED'}"
 
 
 def measure(
@@ -273,7 +285,8 @@ def print_figures(figures: list[Figure], title: str) -> None:
     for f in figures:
         print(
             f"  {f.label:<40} {f.page_ms:7.1f}ms {f.healthz_ms:7.2f}ms {f.ratio:9.1f}x "
-            f"{f.wire:>11,} {f.raw:>10,}{'  ' + f.encoding if f.encoding else ''}"
+            f"{f.wire:>11,} {f.raw:>10,}{'  ' + f.encoding if f.encoding else '      '}"
+            f"{f.verdict()}"
         )
 
 
@@ -354,6 +367,8 @@ def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: i
             measure(browser, "group page, first page", base, repeat=repeat, check=shows_entries),
             measure(browser, "group page, 90% deep page", deep, repeat=repeat, check=shows_entries),
         ]
+        for figure in figures:
+            figure.goal_ratio, figure.goal_ms = 3, 25
         print_figures(
             figures,
             f"Group page, {entries:,} pending in one group ({server}, {deep.split('?')[1]})",
@@ -399,6 +414,7 @@ def run_overview(redis_url: str, server: str, counts: tuple[int, ...], repeat: i
                 measure(browser, f"overview, {count:,} streams", "/", repeat=repeat,
                         check=lists_streams)
             )  # fmt: skip
+            figures[-1].goal_ratio = 5
             body = browser.get("/").body
             shown = len(set(re.findall(rf"{re.escape(prefix)}\d+".encode(), body)))
             print(

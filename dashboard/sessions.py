@@ -13,14 +13,20 @@ URL) said the server is not a cluster node; otherwise, and while that server can
 asked, the store is plain database sessions. The database stays the record either way:
 a flushed or restarted cache only costs one SQL read per session.
 
+Django keeps one cache object per request context under ASGI, and each ``RedisCache``
+makes its own connection pool, so every request opened a new Redis connection (a TCP
+connect and HELLO per page). ``SharedConnectionPool`` (the cache's ``pool_class``) hands
+every cache object of a process the same pool per URL and options.
+
 Never used for anything but sessions; never writes to Redis outside the cache's keys.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import redis
 from django.conf import settings
@@ -39,6 +45,25 @@ _NO_CACHE = DummyCache("sessions-off", {})
 #: After the cache's server did not answer, ask again no sooner than this (seconds), so an
 #: outage does not add a probe to every request.
 PROBE_BACKOFF_S = 5.0
+
+
+class SharedConnectionPool(redis.ConnectionPool):
+    """One pool per process for each URL and options: Django builds a ``RedisCache`` (and
+    its pools) per ASGI request context, which would connect afresh on every request.
+    redis-py's pool already starts over in a forked child (it checks the pid)."""
+
+    _shared: ClassVar[dict[tuple[str, str], redis.ConnectionPool]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Any:
+        key = (url, repr(sorted(kwargs.items(), key=lambda item: item[0])))
+        with cls._lock:
+            pool = cls._shared.get(key)
+            if pool is None:
+                pool = cls._shared[key] = redis.ConnectionPool.from_url(url, **kwargs)
+        return pool
+
 
 #: Per process: URL -> whether its server is usable (False: a cluster node).
 _known: dict[str, bool] = {}

@@ -349,7 +349,12 @@ CACHES: dict[str, dict[str, Any]] = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": ACKBOARD_CHANNELS_URL,
         "KEY_PREFIX": "ackboard:sessions",
-        "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+        "OPTIONS": {
+            "socket_timeout": 0.5,
+            "socket_connect_timeout": 0.5,
+            # one pool per process, not one per request context (dashboard/sessions.py)
+            "pool_class": "dashboard.sessions.SharedConnectionPool",
+        },
     },
 }
 SESSION_ENGINE = "dashboard.sessions"

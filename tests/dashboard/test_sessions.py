@@ -8,14 +8,17 @@ Cluster node is never used as the cache (database sessions instead).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.db import connection
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -34,7 +37,11 @@ def _caches(location: str, prefix: str) -> dict[str, dict[str, Any]]:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": location,
             "KEY_PREFIX": prefix + "sessions",
-            "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+            "OPTIONS": {
+                "socket_timeout": 0.5,
+                "socket_connect_timeout": 0.5,
+                "pool_class": "dashboard.sessions.SharedConnectionPool",
+            },
         },
     }
 
@@ -150,3 +157,27 @@ class ClusterFallbackTests:
             assert not sessions.SessionStore().exists(key)
         finally:
             _forget_probes()
+
+
+@pytest.mark.usefixtures("cached_sessions")
+class SharedPoolTests:
+    async def test_asgi_requests_reuse_one_redis_connection(
+        self, django_user_model: type[User], r: redis.Redis
+    ) -> None:
+        """Under ASGI each request has its own cache object; they must share one pool,
+        or every page opens a Redis connection (TCP connect + HELLO)."""
+        client = await sync_to_async(_logged_in)(django_user_model)
+        aclient = AsyncClient()
+        aclient.cookies = client.cookies
+        url = reverse("dashboard:failure-search")
+
+        async def request() -> int:
+            # A new task in an empty context, as a server runs each request.
+            task = asyncio.create_task(aclient.get(url), context=contextvars.Context())
+            return (await task).status_code
+
+        assert await request() == 200  # warms the pool
+        before = r.info("stats")["total_connections_received"]
+        for _ in range(8):
+            assert await request() == 200
+        assert r.info("stats")["total_connections_received"] - before <= 1

@@ -53,16 +53,18 @@ class SharedConnectionPool(redis.ConnectionPool):
     redis-py's pool already starts over in a forked child (it checks the pid)."""
 
     _shared: ClassVar[dict[tuple[str, str], redis.ConnectionPool]] = {}
-    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> Any:
         key = (url, repr(sorted(kwargs.items(), key=lambda item: item[0])))
-        with cls._lock:
+        with _SHARED_LOCK:
             pool = cls._shared.get(key)
             if pool is None:
                 pool = cls._shared[key] = redis.ConnectionPool.from_url(url, **kwargs)
         return pool
+
+
+_SHARED_LOCK = threading.Lock()
 
 
 #: Per process: URL -> whether its server is usable (False: a cluster node).

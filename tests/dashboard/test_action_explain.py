@@ -71,12 +71,8 @@ class ExplainOnPageTests:
         claim = labelled_text(page, "Claim entry")
         assert action_explain("claim", group="g") in claim
         assert "counts as one delivery toward --max-deliveries" in claim
-        assert action_explain("dead-letter", group="g") in labelled_text(
-            page, "Dead-letter entry"
-        )
-        assert action_explain("acknowledge", group="g") in labelled_text(
-            page, "Acknowledge entry"
-        )
+        assert action_explain("dead-letter", group="g") in labelled_text(page, "Dead-letter entry")
+        assert action_explain("acknowledge", group="g") in labelled_text(page, "Acknowledge entry")
 
     def test_a_retry_that_would_change_nothing_says_already_due(
         self, r: redis.Redis, stream: str, make_client: MakeClient

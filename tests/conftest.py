@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from queue_core.connection import Client, connect
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import (
     ENGINES,
@@ -168,3 +169,23 @@ def redis_cluster() -> Iterator[RedisCluster]:
 def cluster_url(redis_cluster: RedisCluster) -> str:
     """The URL of one node of the session cluster: what a user would put in REDIS_URL."""
     return redis_cluster.url
+
+
+@pytest.fixture
+def rc(cluster_url: str) -> Iterator[Client]:
+    """A cluster client (``queue_core.connection.connect`` detects the cluster)."""
+    client = connect(cluster_url, socket_timeout=10)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def cprefix(rc: Client) -> Iterator[str]:
+    """A unique key prefix on the cluster; its keys (and companions) are deleted afterwards."""
+    value = f"c{uuid.uuid4().hex[:10]}:"
+    yield value
+    for pattern in (value + "*", "{" + value + "*"):
+        for key in list(rc.scan_iter(match=pattern, count=1000)):
+            rc.delete(key)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +22,7 @@ from dashboard.failure_index import failures_ingest, failures_ingest_loop
 from dashboard.models import AuditEvent, IndexedFailure
 from dashboard.views import ops
 from queue_core import services
-from queue_core.connection import Client, ClusterClient, connect
+from queue_core.connection import Client, ClusterClient
 from queue_core.failures import FailureRecord, failures_record
 from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import HTMX, MakeClient, bulk_url, dlq_url, entry_url
@@ -33,24 +31,6 @@ from tests.queue_core.test_cluster import names_on_primaries, primary_of
 from tests.redis_cluster import RedisCluster
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def rc(cluster_url: str) -> Iterator[Client]:
-    client = connect(cluster_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cprefix(rc: Client) -> Iterator[str]:
-    value = f"t{uuid.uuid4().hex[:10]}:"
-    yield value
-    for pattern in (value + "*", "{" + value + "*"):
-        for key in list(rc.scan_iter(match=pattern, count=1000)):
-            rc.delete(key)
 
 
 @pytest.fixture

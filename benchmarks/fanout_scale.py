@@ -46,7 +46,6 @@ import shlex
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -59,7 +58,7 @@ from pathlib import Path
 import redis
 
 from dashboard.serve import DEFAULT_SERVER, SERVERS, server_argv
-from tests.browser.server import ROOT, LiveServer, ServerFailed, seed
+from tests.browser.server import LiveServer, seed
 from tests.redis_server import RedisServer
 
 
@@ -102,26 +101,8 @@ class _Server(LiveServer):
 
     command: str = ""
 
-    def start_web(self, timeout: float = 60.0) -> LiveServer:
-        log = self.log_path.open("ab")
-        args = [a.format(python=sys.executable, port=self.port) for a in shlex.split(self.command)]
-        self.proc = subprocess.Popen(
-            args, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise ServerFailed(f"the web server exited early:\n{self.log_path.read_text()}")
-            try:
-                with urllib.request.urlopen(self.url + "/login/", timeout=1) as response:
-                    if response.status == 200:
-                        return self
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise ServerFailed(f"the web server did not answer:\n{self.log_path.read_text()}")
-            time.sleep(0.1)
+    def web_argv(self) -> list[str]:
+        return [a.format(python=sys.executable, port=self.port) for a in shlex.split(self.command)]
 
 
 # --- measuring the server ----------------------------------------------------------------

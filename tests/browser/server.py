@@ -172,15 +172,15 @@ class LiveServer:
             )
         return self.start_web(timeout)
 
+    def web_argv(self) -> list[str]:
+        """The web process's command line: the production server and its flags."""
+        return server_argv(self.server, host="127.0.0.1", port=self.port, extra=self.server_args)
+
     def start_web(self, timeout: float = 30.0) -> LiveServer:
-        """Start (or restart, on the same port) the web process."""
+        """Start (or restart, on the same port) the web process; wait until it answers."""
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            server_argv(self.server, host="127.0.0.1", port=self.port, extra=self.server_args),
-            cwd=ROOT,
-            env=self.env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            self.web_argv(), cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + timeout
         while True:

@@ -26,6 +26,11 @@ COMPANION_SUFFIXES = (DLQ_SUFFIX, FAILURES_SUFFIX)
 #: Without it ``{X}:dlq`` would be the DLQ of both ``X`` and ``{X}`` (see ``stream_keys``).
 TAGGED_MARKER = ":ackboard"
 
+#: Fleet-control keys (not streams; never listed by discovery, which SCANs TYPE stream):
+#: ``{orders}:pause:<group>`` and ``{orders}:workers:<group>``, in the stream's slot.
+PAUSE_INFIX = ":pause:"
+WORKERS_INFIX = ":workers:"
+
 #: Pub/sub channel on which workers and operator actions announce changes.
 #: Pub/sub is cluster-wide, so a fixed name is fine.
 EVENTS_CHANNEL = "ackboard:events"
@@ -103,6 +108,23 @@ class StreamKeys:
     @property
     def slot(self) -> int:
         return key_slot(self.stream.encode())
+
+    @property
+    def _base(self) -> str:
+        # ``{orders}`` or ``{t}orders:ackboard``: the dlq's name without its suffix.
+        return self.dlq[: -len(DLQ_SUFFIX)]
+
+    def pause(self, group: str) -> str:
+        """The pause of ``group`` (fleet control): a string holding the pause as JSON,
+        with ``PXAT`` set when it resumes by itself. In the stream's slot, so it survives
+        what the stream survives and a script may read it with the stream."""
+        return self._base + PAUSE_INFIX + group
+
+    def workers(self, group: str) -> str:
+        """The heartbeats of ``group``'s Ackboard workers: a hash, consumer name -> the
+        worker's last heartbeat as JSON. Its TTL is renewed by each heartbeat, so a group
+        whose workers are all gone loses it by itself. In the stream's slot."""
+        return self._base + WORKERS_INFIX + group
 
 
 def stream_keys(stream: str) -> StreamKeys:

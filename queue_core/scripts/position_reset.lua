@@ -1,0 +1,111 @@
+-- Move a group's last-delivered id (XGROUP SETID ... ENTRIESREAD), guarded: refused when
+-- someone moved the position since the operator's preview (ARGV[2]), and while the group
+-- has live consumers unless it is paused. Live: a live heartbeat (now - seen_ms <=
+-- ARGV[7]) or a consumer without one seen within ARGV[8] (XINFO CONSUMERS idle). A pause
+-- stops Ackboard workers only, so consumers without a live heartbeat seen within ARGV[8]
+-- refuse the reset even while paused.
+--
+-- ENTRIESREAD as in group_create.lua: exact at the start (when every deleted entry lies
+-- before the first one left) and the end, the caller's count at an id while
+-- max-deleted-entry-id is unchanged (ARGV[5]); else left out, never made up.
+--
+-- KEYS[1] - the stream
+-- KEYS[2] - the group's pause key
+-- KEYS[3] - the group's heartbeat hash
+-- ARGV[1] - consumer group
+-- ARGV[2] - the last-delivered id the preview saw
+-- ARGV[3] - 'start' | 'end' | 'id'
+-- ARGV[4] - the id to set (mode 'id')
+-- ARGV[5] - entries read up to that id ('' = unknown; mode 'id')
+-- ARGV[6] - max-deleted-entry-id when ARGV[5] was counted
+-- ARGV[7] - now, in ms
+-- ARGV[8] - a heartbeat is live while now - seen_ms <= this (ms)
+-- ARGV[9] - a consumer without a live heartbeat is live while its idle is below this (ms)
+-- returns {1, before_id, before_entries_read|false, after_id, after_entries_read|false,
+--          lag|false} on success,
+--         {false, 'no-group'} when there is no such group,
+--         {false, 'moved', last_delivered_id} when the position is not ARGV[2] any more,
+--         {false, 'live', name, ...} when not paused and consumers are live,
+--         {false, 'not-pausable', name, ...} when paused and consumers without a live
+--           heartbeat are live
+local function map(flat)
+  local t = {}
+  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
+  return t
+end
+local function numcmp(a, b)
+  if #a ~= #b then return #a < #b and -1 or 1 end
+  if a == b then return 0 end
+  return a < b and -1 or 1
+end
+local function idcmp(a, b)
+  local am, as = a:match('^(%d+)-(%d+)$')
+  local bm, bs = b:match('^(%d+)-(%d+)$')
+  local c = numcmp(am, bm)
+  if c ~= 0 then return c end
+  return numcmp(as, bs)
+end
+local function group_of(name)
+  for _, raw in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local g = map(raw)
+    if g['name'] == name then return g end
+  end
+  return nil
+end
+
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {false, 'no-group'} end
+local before = group_of(ARGV[1])
+if before == nil then return {false, 'no-group'} end
+if before['last-delivered-id'] ~= ARGV[2] then
+  return {false, 'moved', before['last-delivered-id']}
+end
+
+local now, stale, within = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local beating = {}
+local live = {}
+local beats = redis.call('HGETALL', KEYS[3])
+for i = 1, #beats, 2 do
+  local ok, decoded = pcall(cjson.decode, beats[i + 1])
+  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms'])
+      and now - tonumber(decoded['seen_ms']) <= stale then
+    beating[beats[i]] = true
+    table.insert(live, beats[i])
+  end
+end
+local unpausable = {}
+for _, raw in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local c = map(raw)
+  if not beating[c['name']] and c['idle'] < within then
+    table.insert(unpausable, c['name'])
+    table.insert(live, c['name'])
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if #unpausable > 0 then return {false, 'not-pausable', unpack(unpausable)} end
+elseif #live > 0 then
+  return {false, 'live', unpack(live)}
+end
+
+local info = map(redis.call('XINFO', 'STREAM', KEYS[1]))
+local added = info['entries-added']
+local id, read = ARGV[4], nil
+if ARGV[3] == 'end' then
+  id = info['last-generated-id']
+  read = added
+elseif ARGV[3] == 'start' then
+  id = '0-0'
+  local first = info['first-entry']
+  if added and (info['length'] == 0 or (first and idcmp(info['max-deleted-entry-id'], first[1]) < 0)) then
+    read = added - info['length']
+  end
+elseif added and ARGV[5] ~= '' and info['max-deleted-entry-id'] == ARGV[6] then
+  read = tonumber(ARGV[5])
+end
+if read then
+  redis.call('XGROUP', 'SETID', KEYS[1], ARGV[1], id, 'ENTRIESREAD', string.format('%d', read))
+else
+  redis.call('XGROUP', 'SETID', KEYS[1], ARGV[1], id)
+end
+local after = group_of(ARGV[1])
+return {1, before['last-delivered-id'], before['entries-read'] or false,
+        after['last-delivered-id'], after['entries-read'] or false, after['lag'] or false}

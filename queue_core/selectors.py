@@ -21,7 +21,7 @@ stream or a companion in the stream's slot.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -44,6 +44,7 @@ from queue_core.types import (
     EntryDetail,
     EntryGroupState,
     EntryPage,
+    GroupCounters,
     GroupDetail,
     GroupInfo,
     GroupStats,
@@ -52,6 +53,7 @@ from queue_core.types import (
     PendingPage,
     PendingRow,
     PendingSummary,
+    StreamCounters,
     StreamDetail,
     StreamEntry,
     StreamInfo,
@@ -252,17 +254,29 @@ def _summary_rows(client: Client, streams: Sequence[str]) -> list[_SummaryRow]:
 
 @dataclass(frozen=True, slots=True)
 class _GroupReads:
-    """Round 2's answers for one group: oldest pending id, consumers, first waiting id."""
+    """Round 2's answers for one group: oldest pending id, consumers, first waiting id
+    (only when nothing is pending, for health) and first undelivered id (lag in time)."""
 
     oldest_pending_id: str | None = None
     consumers: tuple[ConsumerInfo, ...] = ()
     waiting_id: str | None = None
+    undelivered_id: str | None = None
 
 
 def _may_wait(group: GroupInfo, length: int) -> bool:
     """Whether entries may wait undelivered while nothing is pending: its first waiting id
     is worth one ``XRANGE … COUNT 1`` (the lag is unknown on Redis 6.2 and after XDEL)."""
     return not group.pending and length > 0 and group.lag != 0
+
+
+def _may_lag(group: GroupInfo, length: int) -> bool:
+    """Whether entries may wait undelivered (pending or not): the first one's id is the lag
+    in time, worth one ``XRANGE … COUNT 1`` unless the lag is known to be 0."""
+    return length > 0 and group.lag != 0
+
+
+def _id_ms(entry_id: str | None) -> int | None:
+    return None if entry_id is None else int(entry_id.partition("-")[0])
 
 
 def _consumer_info(raw: Mapping[str, Any]) -> ConsumerInfo:
@@ -282,9 +296,10 @@ def _first_id(reply: Any) -> str | None:
 def _group_reads(client: Client, rows: list[_SummaryRow]) -> dict[tuple[int, str], _GroupReads]:
     """Round 2, pipelined, by (row index, group): the XPENDING summary of each group with
     pending entries (its smallest id), XINFO CONSUMERS of each group with consumers
-    (O(consumers)), and for a group with nothing pending whose lag is not known to be 0,
+    (O(consumers)), and for a group whose lag is not known to be 0,
     ``XRANGE key (last-delivered + COUNT 1`` (O(log n), one entry) for how long work has
-    waited. No round trip when no group needs any of them."""
+    waited (health, when nothing is pending) and the lag in time. No round trip when no
+    group needs any of them."""
     calls: list[tuple[tuple[int, str], str]] = []
     pipe = client.pipeline(transaction=False)
     for i, (name, (length, _, _), groups) in enumerate(rows):
@@ -295,9 +310,9 @@ def _group_reads(client: Client, rows: list[_SummaryRow]) -> dict[tuple[int, str
             if g.consumers:
                 pipe.xinfo_consumers(name, g.name)
                 calls.append(((i, g.name), "consumers"))
-            if _may_wait(g, length):
+            if _may_lag(g, length):
                 pipe.xrange(name, min=_id_after(g.last_delivered_id), max="+", count=1)
-                calls.append(((i, g.name), "waiting"))
+                calls.append(((i, g.name), "waiting" if _may_wait(g, length) else "undelivered"))
     found: dict[tuple[int, str], dict[str, Any]] = {}
     if not calls:
         return {}
@@ -309,8 +324,10 @@ def _group_reads(client: Client, rows: list[_SummaryRow]) -> dict[tuple[int, str
             got["oldest_pending_id"] = _text(reply["min"])
         elif what == "consumers" and isinstance(reply, list):
             got["consumers"] = tuple(_consumer_info(c) for c in reply)
-        elif what == "waiting":
-            got["waiting_id"] = _first_id(reply)
+        elif what in ("waiting", "undelivered"):
+            got["undelivered_id"] = _first_id(reply)
+            if what == "waiting":
+                got["waiting_id"] = got["undelivered_id"]
     return {key: _GroupReads(**values) for key, values in found.items()}
 
 
@@ -332,6 +349,7 @@ def _summary(
                 oldest_pending_id=got.oldest_pending_id,
                 consumer_list=got.consumers,
                 waiting_id=got.waiting_id,
+                oldest_undelivered_ms=_id_ms(got.undelivered_id),
             )
         )
     oldest_ids = [s.oldest_pending_id for s in stats if s.oldest_pending_id]
@@ -389,7 +407,9 @@ def stream_detail(
     *, client: Client, stream: str, before: str | None = None, count: int = ENTRY_PAGE_SIZE
 ) -> StreamDetail | None:
     """Facts, groups and one newest-first page of entries: one round trip of five O(1)-ish
-    commands (XREVRANGE is O(log n + count)). None when the stream does not exist."""
+    commands (XREVRANGE is O(log n + count)). None when the stream does not exist. A
+    second round trip only when some group is behind (``_with_undelivered``: its lag in
+    time)."""
     companions = _companions(stream)
     pipe = client.pipeline(transaction=False)
     pipe.xinfo_stream(stream)
@@ -404,9 +424,11 @@ def stream_detail(
     entries = [] if _missing(entries_raw) else [_entry(e) for e in entries_raw]
     more = len(entries) > count
     entries = entries[:count]
+    stream_info = _stream_info(stream, info, dlq_len, failures_len)
+    groups = [] if _missing(groups_raw) else [_group_info(g) for g in groups_raw]
     return StreamDetail(
-        info=_stream_info(stream, info, dlq_len, failures_len),
-        groups=() if _missing(groups_raw) else tuple(_group_info(g) for g in groups_raw),
+        info=stream_info,
+        groups=tuple(_with_undelivered(client, stream, stream_info, groups)),
         entries=EntryPage(
             entries=tuple(entries),
             before=before,
@@ -415,15 +437,45 @@ def stream_detail(
     )
 
 
+def _undelivered_after(info: StreamInfo, group: GroupInfo) -> bool:
+    """Whether the stream holds entries after the group's last-delivered id."""
+    last = info.last_entry_id
+    return (
+        _may_lag(group, info.length)
+        and last is not None
+        and not _id_le(last, group.last_delivered_id)
+    )
+
+
+def _with_undelivered(
+    client: Client, stream: str, info: StreamInfo, groups: list[GroupInfo]
+) -> list[GroupInfo]:
+    """``groups`` with their lag in time: one more pipelined round trip, only when some
+    group has entries after its last-delivered id (``XRANGE … COUNT 1`` each, O(log n))."""
+    behind = [i for i, g in enumerate(groups) if _undelivered_after(info, g)]
+    if not behind:
+        return groups
+    pipe = client.pipeline(transaction=False)
+    for i in behind:
+        pipe.xrange(stream, min=_id_after(groups[i].last_delivered_id), max="+", count=1)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    out = list(groups)
+    for i, reply in zip(behind, replies, strict=True):
+        out[i] = replace(out[i], oldest_undelivered_ms=_id_ms(_first_id(reply)))
+    return out
+
+
 # --- one group --------------------------------------------------------------------------
 
 
 def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | None:
     """The group page's header: one round trip of XINFO STREAM, XINFO GROUPS, XINFO
     CONSUMERS (O(consumers)), the XPENDING summary and two XLENs. None when the stream
-    or the group does not exist. A second round trip only when nothing is pending but the
-    stream holds entries after the group's last-delivered id: ``XRANGE … COUNT 1``
-    (O(log n)) for the first one, whose id says how long work has waited (health)."""
+    or the group does not exist. A second round trip only when the stream holds entries
+    after the group's last-delivered id: ``XRANGE … COUNT 1`` (O(log n)) for the first
+    one, whose id says how long work has waited (health, when nothing is pending) and is
+    the lag in time (``oldest_undelivered_ms``)."""
     companions = _companions(stream)
     pipe = client.pipeline(transaction=False)
     pipe.xinfo_stream(stream)
@@ -442,16 +494,13 @@ def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | No
         return None
     stream_info = _stream_info(stream, info, dlq_len, failures_len)
     group_info = _group_info(found[0])
-    waiting_id = None
-    last = stream_info.last_entry_id
-    if (
-        _may_wait(group_info, stream_info.length)
-        and last is not None
-        and not _id_le(last, group_info.last_delivered_id)
-    ):
-        waiting_id = _first_id(
+    undelivered_id = None
+    if _undelivered_after(stream_info, group_info):
+        undelivered_id = _first_id(
             client.xrange(stream, min=_id_after(group_info.last_delivered_id), max="+", count=1)
         )
+        group_info = replace(group_info, oldest_undelivered_ms=_id_ms(undelivered_id))
+    waiting_id = undelivered_id if _may_wait(group_info, stream_info.length) else None
     return GroupDetail(
         stream=stream_info,
         group=group_info,
@@ -460,6 +509,7 @@ def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | No
         oldest_pending_id=_text(summary.get("min")) or None,
         newest_pending_id=_text(summary.get("max")) or None,
         waiting_id=waiting_id,
+        oldest_undelivered_ms=group_info.oldest_undelivered_ms,
     )
 
 
@@ -822,3 +872,78 @@ def dead_letter_fetch(*, client: Client, stream: str, dlq_id: str) -> DeadLetter
     except redis.ResponseError:
         return None
     return _dead_letter_row(found[0]) if found else None
+
+
+# --- the rates sampler's counters -------------------------------------------------------
+
+
+def stream_counters(*, client: Client, streams: Sequence[str]) -> tuple[StreamCounters, ...]:
+    """The counters and ages the rates sampler stores, in two pipelined round trips.
+
+    Round 1, per stream: XINFO STREAM (O(1), never FULL; it also sends the first and last
+    entries), XINFO GROUPS (O(groups)) and XLEN of the dead-letter stream. Round 2, per
+    group: the XPENDING summary when entries are pending (O(consumers)) and, when its lag
+    is not known to be 0, ``XRANGE key (last-delivered + COUNT 1`` (O(log n), one entry)
+    for the lag in time. So a tick is O(streams + groups). ``entries_added``,
+    ``entries_read`` and ``lag`` are None on Redis < 7 (the server has no such counters).
+    Streams deleted since discovery are left out.
+    """
+    if not streams:
+        return ()
+    pipe = client.pipeline(transaction=False)
+    for name in streams:
+        companions = _companions(name)
+        pipe.xinfo_stream(name)
+        pipe.xinfo_groups(name)
+        pipe.xlen(companions[0] if companions else _NO_KEY)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    found: list[tuple[str, StreamInfo, list[GroupInfo]]] = []
+    for i, name in enumerate(streams):
+        info, groups_raw, dlq_len = replies[3 * i : 3 * i + 3]
+        if _missing(info) or _missing(groups_raw) or not isinstance(info, dict):
+            continue
+        found.append(
+            (name, _stream_info(name, info, dlq_len, 0), [_group_info(g) for g in groups_raw])
+        )
+    calls: list[tuple[int, int, str]] = []
+    pipe = client.pipeline(transaction=False)
+    for i, (name, info, groups) in enumerate(found):
+        for j, g in enumerate(groups):
+            if g.pending:
+                pipe.xpending(name, g.name)
+                calls.append((i, j, "oldest"))
+            if _undelivered_after(info, g):
+                pipe.xrange(name, min=_id_after(g.last_delivered_id), max="+", count=1)
+                calls.append((i, j, "undelivered"))
+    reads: dict[tuple[int, int], dict[str, int | None]] = {}
+    if calls:
+        replies = pipe.execute(raise_on_error=False)
+        _raise_transport(replies)
+        for (i, j, what), reply in zip(calls, replies, strict=True):
+            got = reads.setdefault((i, j), {})
+            if what == "oldest" and isinstance(reply, dict) and reply.get("min") is not None:
+                got["oldest"] = _id_ms(_text(reply["min"]))
+            elif what == "undelivered":
+                got["undelivered"] = _id_ms(_first_id(reply))
+    out = []
+    for i, (name, info, groups) in enumerate(found):
+        counters = []
+        for j, g in enumerate(groups):
+            got = reads.get((i, j), {})
+            counters.append(
+                GroupCounters(
+                    info=replace(g, oldest_undelivered_ms=got.get("undelivered")),
+                    oldest_pending_ms=got.get("oldest"),
+                )
+            )
+        out.append(
+            StreamCounters(
+                name=name,
+                length=info.length,
+                entries_added=info.entries_added,
+                dlq_length=info.dlq_length,
+                groups=tuple(counters),
+            )
+        )
+    return tuple(out)

@@ -108,6 +108,11 @@ class Reclaimed:
 # --- selectors (queue_core.selectors) -------------------------------------------------
 
 
+def _age_s(ms: int | None, now_ms: int) -> float | None:
+    """Seconds from ``ms`` (an entry id's time) to ``now_ms``; None when there is no entry."""
+    return None if ms is None else max(0.0, (now_ms - ms) / 1000)
+
+
 @dataclass(frozen=True, slots=True)
 class StreamEntry:
     """One stream entry: its id and its fields as the exact bytes Redis holds.
@@ -139,6 +144,14 @@ class GroupStats:
     oldest_pending_id: str | None
     consumer_list: tuple[ConsumerInfo, ...] = ()
     waiting_id: str | None = None
+    #: Lag in time: the time (ms) of the oldest entry not yet delivered to the group (the
+    #: entry after last-delivered-id), None when nothing waits. Read in the same round
+    #: trip as ``waiting_id`` whenever the lag is not known to be 0.
+    oldest_undelivered_ms: int | None = None
+
+    def undelivered_age_s(self, now_ms: int) -> float | None:
+        """Seconds the oldest undelivered entry has waited at ``now_ms`` (None: none waits)."""
+        return _age_s(self.oldest_undelivered_ms, now_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +222,13 @@ class GroupInfo:
     last_delivered_id: str
     entries_read: int | None
     lag: int | None
+    #: Lag in time (see ``GroupStats``): filled by the selectors that read it
+    #: (``stream_detail``, ``stream_counters``), else None.
+    oldest_undelivered_ms: int | None = None
+
+    def undelivered_age_s(self, now_ms: int) -> float | None:
+        """Seconds the oldest undelivered entry has waited at ``now_ms`` (None: none waits)."""
+        return _age_s(self.oldest_undelivered_ms, now_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,12 +292,42 @@ class GroupDetail:
     oldest_pending_id: str | None
     newest_pending_id: str | None
     waiting_id: str | None = None
+    #: Lag in time (see ``GroupStats``), also in ``group.oldest_undelivered_ms``.
+    oldest_undelivered_ms: int | None = None
 
     @property
     def oldest_pending_ms(self) -> int | None:
         if self.oldest_pending_id is None:
             return None
         return int(self.oldest_pending_id.partition("-")[0])
+
+    def undelivered_age_s(self, now_ms: int) -> float | None:
+        """Seconds the oldest undelivered entry has waited at ``now_ms`` (None: none waits)."""
+        return _age_s(self.oldest_undelivered_ms, now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCounters:
+    """One group's counters and ages for the rates sampler (``selectors.stream_counters``).
+
+    ``info.entries_read`` and ``info.lag`` are None on Redis < 7 (never made up);
+    ``oldest_pending_ms`` is the time of the smallest pending id (None: nothing pending).
+    """
+
+    info: GroupInfo
+    oldest_pending_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCounters:
+    """One stream's counters for the rates sampler: XINFO STREAM's ``entries-added`` (None
+    on Redis < 7), its length, its dead-letter stream's length and its groups'."""
+
+    name: str
+    length: int
+    entries_added: int | None
+    dlq_length: int
+    groups: tuple[GroupCounters, ...]
 
 
 @dataclass(frozen=True, slots=True)

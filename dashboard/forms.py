@@ -1,8 +1,10 @@
 """What each operator action accepts: one Django form per action's POST.
 
 Owns the parsing of the action forms (Retry, Claim, Dead-letter, Acknowledge, Replay,
-Delete, Purge; bulk's form is ``dashboard.views.bulk.BulkForm``, built from the fields
-here) and their refusals: a malformed form is a 400 whose message is the first problem
+Delete, Purge; Pause, Resume, Retire, Retire idle consumers; bulk's form is
+``dashboard.views.bulk.BulkForm``, built from the fields here), ``TargetForm``, the base
+of a form that acts on a group, a consumer or a stream and is told which (``Target``),
+and their refusals: a malformed form is a 400 whose message is the first problem
 in the order the fields are declared, which is the order the checks run.
 
 The fields every action shares (``reason``, ``place``, ``next``) never refuse: a reason
@@ -18,6 +20,8 @@ in ``dashboard.views.actions`` and ``dashboard.views.bulk`` do. Pure Python, no 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
@@ -92,6 +96,21 @@ class StreamIdField(forms.Field):
             return entry_id_check(raw, what=self.what)
         except ValueError as exc:
             raise ValidationError(str(exc), code="invalid") from None
+
+
+class NameListField(forms.Field):
+    """Every posted value of a repeated field of names (``names``), blanks dropped, each
+    as posted (a consumer name may hold spaces); checked by the form."""
+
+    widget = forms.MultipleHiddenInput
+
+    def __init__(self) -> None:
+        super().__init__(required=False)
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in value or () if str(v).strip()]
 
 
 class StreamIdListField(forms.Field):
@@ -183,3 +202,153 @@ class PurgeForm(ActionForm):
         if typed != self.stream:
             raise ValidationError("Type the stream's name exactly to confirm the purge.")
         return typed
+
+
+# --- forms of actions on a group, a consumer or a stream --------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an action on a group, a consumer or a stream acts on, as the route named it:
+    ``group`` is "" for a stream's action, ``consumer`` "" unless it is a consumer's."""
+
+    stream: str
+    group: str = ""
+    consumer: str = ""
+
+
+class TargetForm(ActionForm):
+    """The base of the forms of "group", "consumer" and "stream" actions
+    (``dashboard.views.action_table.KINDS``): it knows its target, for a typed
+    confirmation (the group's name) or a check against it (not handing entries to the
+    consumer being retired)."""
+
+    def __init__(self, *args: Any, target: Target, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.target = target
+
+
+def consumer_name_check(name: str, what: str = "consumer name") -> str:
+    """``name`` unless it is empty or longer than the dashboard takes (ValidationError)."""
+    if not name:
+        raise ValidationError(f"{what} is required")
+    if len(name) > MAX_CONSUMER_LENGTH:
+        raise ValidationError(f"{what} is longer than {MAX_CONSUMER_LENGTH} characters")
+    if "\x00" in name:
+        raise ValidationError(f"{what} contains a NUL character")
+    return name
+
+
+#: The longest auto-resume a pause takes: 30 days.
+MAX_PAUSE_MINUTES = 30 * 24 * 60
+
+
+class PauseForm(TargetForm):
+    """Pause: a reason (required: it is what every worker and operator sees), and an
+    optional auto-resume, either ``resume_minutes`` from now (the page's field) or
+    ``resume_at``, a UTC time (``2026-12-01T23:00``, ``…Z`` or ``…+00:00``; the CLI's and
+    API's too). The view turns either into ``until_ms``."""
+
+    resume_minutes = WholeNumberField("resume_minutes")
+    resume_at = PostedText()
+
+    def clean_reason(self) -> str:
+        reason = super().clean_reason()
+        if not reason:
+            raise ValidationError("Pause needs a reason: say why (it is shown to everyone).")
+        return reason
+
+    def clean_resume_minutes(self) -> int | None:
+        minutes: int | None = self.cleaned_data["resume_minutes"]
+        if minutes is not None and not 1 <= minutes <= MAX_PAUSE_MINUTES:
+            raise ValidationError(
+                f"resume_minutes must be between 1 and {MAX_PAUSE_MINUTES} (30 days)"
+            )
+        return minutes
+
+    def clean_resume_at(self) -> int | None:
+        """``resume_at`` as ms since the epoch (UTC), or None when blank."""
+        raw: str = self.cleaned_data["resume_at"]
+        if not raw:
+            return None
+        text = raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValidationError(
+                "resume_at must be a UTC time such as 2026-12-01T23:00 (or …Z)"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        elif when.utcoffset():
+            raise ValidationError("resume_at must be in UTC (no offset, Z or +00:00)")
+        return int(when.timestamp() * 1000)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("resume_minutes") is not None and data.get("resume_at") is not None:
+            raise ValidationError("Give resume_minutes or resume_at, not both.")
+        return data
+
+
+class ResumeForm(TargetForm):
+    """Resume: only the shared fields (the reason is optional and audited)."""
+
+
+class RetireForm(TargetForm):
+    """Retire one consumer: ``mode`` "move" hands its pending entries to the live
+    consumer ``to``; "reclaim" makes them due for the workers' next reclaim sweep."""
+
+    mode = PostedText()
+    to = PostedText(strip=False)
+
+    def clean_mode(self) -> str:
+        mode: str = self.cleaned_data["mode"]
+        if mode not in ("move", "reclaim"):
+            raise ValidationError(
+                "mode must be 'move' (hand its entries to another consumer) or 'reclaim' "
+                "(make them due for reclaim)"
+            )
+        return mode
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("mode") != "move":
+            data["to"] = ""
+            return data
+        to = consumer_name_check(data.get("to", ""), "the consumer to hand its entries to")
+        if to == self.target.consumer:
+            raise ValidationError("Choose another consumer than the one being retired.")
+        data["to"] = to
+        return data
+
+
+#: The longest idle time "Retire idle consumers" takes: 365 days, in minutes.
+MAX_IDLE_MINUTES = 365 * 24 * 60
+
+
+class RetireIdleForm(TargetForm):
+    """Retire idle consumers: those idle at least ``idle_minutes`` and holding nothing.
+    ``names`` are the consumers its dry run listed; only those are retired, each
+    re-checked (still idle, pending 0, no live heartbeat)."""
+
+    idle_minutes = WholeNumberField("idle_minutes", required=True)
+    names = NameListField()
+
+    def clean_idle_minutes(self) -> int:
+        minutes: int = self.cleaned_data["idle_minutes"]
+        if not 1 <= minutes <= MAX_IDLE_MINUTES:
+            raise ValidationError(f"idle_minutes must be between 1 and {MAX_IDLE_MINUTES}")
+        return minutes
+
+    def clean_names(self) -> list[str]:
+        names: list[str] = self.cleaned_data["names"]
+        if not names:
+            raise ValidationError(
+                "Name the consumers to retire (names): run the dry run first, which lists them."
+            )
+        for name in names:
+            consumer_name_check(name)
+        if len(names) > 1000:
+            raise ValidationError("At most 1000 consumers at a time.")
+        return list(dict.fromkeys(names))

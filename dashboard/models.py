@@ -52,6 +52,10 @@ class AuditEvent(models.Model):
             ("acknowledge_entry", "Can acknowledge (discard) pending entries"),
             ("replay_entry", "Can replay dead-lettered entries"),
             ("delete_dead_letter", "Can delete and purge dead-lettered entries"),
+            ("pause_group", "Can pause and resume consumer groups"),
+            ("retire_consumer", "Can retire consumers (one, or the idle ones)"),
+            ("administer_group", "Can create and delete groups and reset their position"),
+            ("trim_stream", "Can trim streams"),
         ]
 
     def __str__(self) -> str:

@@ -20,7 +20,9 @@ from django.http import HttpRequest, HttpResponseBase
 VIEW_QUEUES = "dashboard.view_queues"
 
 #: One permission per action (Oban Web's habit: every action is named and checked).
-#: Delete and Purge share one permission: both destroy dead-lettered entries.
+#: Delete and Purge share one permission: both destroy dead-lettered entries. The fleet
+#: controls (issue 12) share one per kind of power: pausing a group, retiring consumers,
+#: administering a group (create, delete, reset its position) and trimming a stream.
 ACTION_PERMISSIONS: Mapping[str, str] = {
     "retry": "dashboard.retry_entry",
     "claim": "dashboard.claim_entry",
@@ -29,6 +31,14 @@ ACTION_PERMISSIONS: Mapping[str, str] = {
     "replay": "dashboard.replay_entry",
     "delete": "dashboard.delete_dead_letter",
     "purge": "dashboard.delete_dead_letter",
+    "pause": "dashboard.pause_group",
+    "resume": "dashboard.pause_group",
+    "retire": "dashboard.retire_consumer",
+    "retire-idle": "dashboard.retire_consumer",
+    "create-group": "dashboard.administer_group",
+    "delete-group": "dashboard.administer_group",
+    "reset-position": "dashboard.administer_group",
+    "trim": "dashboard.trim_stream",
 }
 
 

@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 
 from dashboard import converters
 from dashboard.views import actions as action_views
+from dashboard.views import admin_actions, fleet_actions
 from dashboard.views import api as api_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views
@@ -55,11 +56,29 @@ app_patterns: list[URLPattern | URLResolver] = [
         name="bulk-action",
     ),
     path("streams/<name:stream>/dlq/purge/", action_views.dlq_purge, name="dlq-purge"),
+    # Actions on a group, one of its consumers, or a stream (the "group", "consumer" and
+    # "stream" rows of dashboard.views.actions.ACTIONS).
+    path(
+        "streams/<name:stream>/groups/<name:group>/do/<slug:action>/",
+        action_views.group_action,
+        name="group-action",
+    ),
+    path(
+        "streams/<name:stream>/groups/<name:group>/consumers/<name:consumer>/<slug:action>/",
+        action_views.consumer_action,
+        name="consumer-action",
+    ),
+    path(
+        "streams/<name:stream>/do/<slug:action>/", action_views.stream_action, name="stream-action"
+    ),
     path(
         "streams/<name:stream>/dlq/<entry_id:dlq_id>/<slug:action>/",
         action_views.dlq_action,
         name="dlq-action",
     ),
+    # Routes of their own (previews, dry runs, partials) of the fleet and admin actions.
+    *fleet_actions.PATTERNS,
+    *admin_actions.PATTERNS,
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
     re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
     re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),

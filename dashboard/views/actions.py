@@ -1,29 +1,34 @@
-"""Operator actions on one entry or one dead-letter stream: the action table and its views.
+"""Operator actions: the action table and its views.
 
 Owns ``ACTIONS``, one row per action on one pending entry (Retry, Claim, Dead-letter,
-Acknowledge), on one dead-lettered entry (Replay, Delete) or on a whole dead-letter
-stream (Purge). A row names the action (its URL slug, its permission's key in
-``dashboard.permissions`` and its audit name), the form that parses its POST
-(``dashboard.forms``) and the one service call that does it, with the message it
-answers: a new action is one row, one service and one button. The three views look the
-row up and read the state before; ``dashboard.views.action_runner`` does the rest
-(permission, form, call, audit, answer), for bulk (``dashboard.views.bulk``) too.
-``action_run`` is the same path without an HTML request: ``manage.py ackboard`` and the
-JSON API (``dashboard.views.api``) call it with the acting user and get the
-``ActionResult`` a button would have answered with, audited the same way.
+Acknowledge), on one dead-lettered entry (Replay, Delete), on a whole dead-letter
+stream (Purge), on a consumer group (Pause, Resume, Retire idle consumers, Delete group,
+Reset position), on one consumer (Retire) or on a stream (Create group, Trim). A row
+(``dashboard.views.action_table.Action``) names the action (its URL slug, its
+permission's key in ``dashboard.permissions`` and its audit name), what it acts on
+(``action_table.KINDS``), the form that parses its POST (``dashboard.forms``) and the
+one service call that does it, with the message it answers: a new action is one row,
+one service and one button. The fleet's rows live in ``dashboard.views.fleet_actions``
+and group administration's in ``dashboard.views.admin_actions`` (their ``ROWS``, merged
+here). The views look the row up and read the state before (``_prepare``, one branch
+per kind); ``dashboard.views.action_runner`` does the rest (permission, form, call,
+audit, answer), for bulk (``dashboard.views.bulk``) too. ``action_run`` is the same path
+without an HTML request: ``manage.py ackboard`` and the JSON API
+(``dashboard.views.api``) call it with the acting user and get the ``ActionResult`` a
+button would have answered with, audited the same way.
 
 It never writes to Redis (the services in ``queue_core`` do, atomically) and reads it
 only through ``queue_core.selectors``: the state before is one round trip (the entry's
-XPENDING and XRANGE, or the dead letter's XRANGE), for the audit row and to tell an
-unknown id (404) from one that changed (409). A Retry or Claim from a pending-table row
-costs one more round trip and one SQL query, to re-render the row.
+XPENDING and XRANGE, the dead letter's XRANGE, a group's XPENDING summary, or a
+consumer's group header), plus what a row's ``before`` reads, for the audit row and to
+tell an unknown target (404) from one that changed (409). A Retry or Claim from a
+pending-table row costs one more round trip and one SQL query, to re-render the row.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -31,13 +36,23 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from dashboard.connection import get_redis
+from dashboard.converters import name_problem
 from dashboard.failure_index import last_failures
-from dashboard.forms import AcknowledgeForm, ActionForm, ClaimForm, DeadLetterForm, PurgeForm
-from dashboard.permissions import action_permission
+from dashboard.forms import (
+    MAX_CONSUMER_LENGTH,
+    AcknowledgeForm,
+    ActionForm,
+    ClaimForm,
+    DeadLetterForm,
+    PurgeForm,
+    Target,
+)
+from dashboard.views import admin_actions, fleet_actions
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -52,44 +67,11 @@ from dashboard.views.action_runner import (
     respond,
     run,
 )
+from dashboard.views.action_table import TARGET_KINDS, Action, Call
 from dashboard.views.htmx import HtmxHttpRequest
 from dashboard.views.pages import PendingFilters, pending_rows_view
 from queue_core import selectors, services
-from queue_core.connection import Client
 from queue_core.types import PendingPage
-
-
-@dataclass(frozen=True)
-class Call:
-    """What a row's ``run`` gets: the request, its checked form, the operator, Redis."""
-
-    req: ActionRequest
-    data: Mapping[str, Any]
-    operator: str
-    client: Client
-
-    @property
-    def entry_id(self) -> str:
-        return self.req.ids[0]
-
-
-@dataclass(frozen=True)
-class Action:
-    """One operator action: a row of ``ACTIONS``."""
-
-    #: The URL slug, the key of its permission and the audit row's action.
-    name: str
-    #: What it acts on: "pending" (one pending entry), "dead-letter" (one dead-lettered
-    #: entry) or "dead-letters" (the whole dead-letter stream). It picks the route.
-    on: str
-    form: type[ActionForm]
-    #: One service call, and what it answers (its message, new ids, state it reported).
-    run: Callable[[Call], ActionResult]
-
-    @property
-    def permission(self) -> str:
-        return action_permission(self.name)
-
 
 # --- the actions: one service call each -------------------------------------------------
 
@@ -216,6 +198,10 @@ ACTIONS: Mapping[str, Action] = {
         Action("replay", "dead-letter", ActionForm, _replay),
         Action("delete", "dead-letter", ActionForm, _delete),
         Action("purge", "dead-letters", PurgeForm, _purge),
+        # Fleet control (issue 12): Pause, Resume, Retire, Retire idle consumers.
+        *fleet_actions.ROWS,
+        # Group administration (issue 12): Create/Delete group, Reset position, Trim.
+        *admin_actions.ROWS,
     )
 }
 
@@ -234,8 +220,10 @@ def _attempt(
     req: ActionRequest,
     *,
     state_before: Callable[[], dict[str, Any]],
+    target: str = "",
 ) -> ActionResult:
-    """One row's attempt: the permission, the state before, the form, the service."""
+    """One row's attempt: the permission, the state before, the form, the service.
+    ``target`` is what ``Call.target`` says (a consumer row's consumer)."""
     if not user.has_perm(row.permission):
         if row.on == "dead-letter":
             # The refusal's audit row names the group the dead letter belongs to (the
@@ -247,7 +235,8 @@ def _attempt(
     def call() -> ActionResult:
         data = form_data(form)
         operator = user.get_username()
-        return row.run(Call(req=req, data=data, operator=operator, client=get_redis()))
+        on = Call(req=req, data=data, operator=operator, client=get_redis(), target=target)
+        return row.run(on)
 
     return run(user, req, state_before=state_before, call=call)
 
@@ -267,9 +256,14 @@ def _prepare(
 ) -> Prepared:
     """The row's form over ``data``, the audit fields and the state-before read.
 
-    ``target_id`` is the pending entry's id or the dead letter's; a dead letter's group
-    is its origin's (read with its state), and Purge has neither.
+    ``target_id`` is the pending entry's id, the dead letter's, or a "consumer" row's
+    consumer; a dead letter's group is its origin's (read with its state), and Purge has
+    neither.
     """
+    if row.on in TARGET_KINDS:
+        return _prepare_target(
+            request, row, data, stream=stream, group=group, consumer=target_id, channel=channel
+        )
     if row.on == "pending":
         form = row.form(data)
         req = action_request(
@@ -318,6 +312,99 @@ def _prepare(
     return purge, req, state
 
 
+def check_consumer(consumer: str) -> str:
+    """400 for a consumer name the dashboard cannot address (its existence is Redis's)."""
+    problem = name_problem(consumer)
+    if problem is not None:
+        raise BadRequest(f"that consumer name cannot be used here ({problem})")
+    if len(consumer) > MAX_CONSUMER_LENGTH:
+        raise BadRequest(f"consumer name is longer than {MAX_CONSUMER_LENGTH} characters")
+    return consumer
+
+
+def _target_state(
+    row: Action, form: ActionForm, req: ActionRequest, target: Target
+) -> dict[str, Any]:
+    """The state before of a "group", "consumer" or "stream" row: its names checked, then
+    for a group its XPENDING summary (one round trip, O(1) plus O(consumers); 404 for an
+    unknown group), for a consumer the group's header (``selectors.group_detail``, one
+    round trip, O(consumers); 404 for a consumer not in the group), then the row's own
+    ``before``. A stream's row reads nothing itself (Create group may make the stream)."""
+    check_stream(target.stream)
+    client = get_redis()
+    state: dict[str, Any] = {}
+    if row.on == "group":
+        check_group(target.group)
+        summary = selectors.pending_summary(client=client, stream=target.stream, group=target.group)
+        if summary is None:
+            raise BadRequest(f"no consumer group {target.group!r} on stream {target.stream!r}", 404)
+        state["pending"] = summary.pending
+    elif row.on == "consumer":
+        check_group(target.group)
+        check_consumer(target.consumer)
+        detail = selectors.group_detail(client=client, stream=target.stream, group=target.group)
+        if detail is None:
+            raise BadRequest(f"no consumer group {target.group!r} on stream {target.stream!r}", 404)
+        found = [c for c in detail.consumers if c.name == target.consumer]
+        if not found:
+            raise BadRequest(
+                f"no consumer {target.consumer!r} in group {target.group!r} (retired already?)",
+                404,
+            )
+        state.update(
+            consumer=target.consumer,
+            consumer_pending=found[0].pending,
+            consumer_idle_ms=found[0].idle_ms,
+            pending=detail.pending,
+        )
+    if row.before is not None:
+        data = getattr(form, "cleaned_data", {})
+        state.update(
+            row.before(Call(req=req, data=data, operator="", client=client, target=target.consumer))
+        )
+    return state
+
+
+def _prepare_target(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    group: str,
+    consumer: str,
+    channel: str,
+) -> Prepared:
+    """A "group", "consumer" or "stream" row's form, audit fields and state read.
+
+    The audit row names the stream and (but for a stream's action) the group; a
+    consumer's name is in its state before. Its answer reloads the page (``place`` is the
+    kind, never a table row), and a plain POST without ``next`` returns to the group's
+    page, or the stream's.
+    """
+    target = Target(
+        stream=stream,
+        group=group if row.on != "stream" else "",
+        consumer=consumer if row.on == "consumer" else "",
+    )
+    form = row.make_form(data, target)
+    req = action_request(
+        request,
+        form,
+        action=row.name,
+        stream=stream,
+        group=target.group,
+        ids=[],
+        default_place=row.on,
+        channel=channel,
+    )
+    req.place = row.on
+    if request is not None and not req.next_url and row.on == "stream":
+        with contextlib.suppress(NoReverseMatch):
+            req.next_url = reverse("dashboard:stream-detail", args=[stream])
+    return form, req, lambda: _target_state(row, form, req, target)
+
+
 def action_run(
     *,
     user: Operator,
@@ -332,9 +419,10 @@ def action_run(
 
     The CLI's and the API's way in: the same permission, form (``data`` holds what the
     button posts), state read, guard, service call and audit row (naming ``channel``)
-    as the button's. Returns the audit fields (a dead letter's group filled in) and the
-    outcome; an unknown action is a 404 outcome, not audited, as the route's 404 is.
-    A Redis error is audited as "error" and re-raised.
+    as the button's. ``target_id`` is the entry's or dead letter's id, or a consumer
+    row's consumer ("" for a group's or a stream's row). Returns the audit fields (a
+    dead letter's group filled in) and the outcome; an unknown action is a 404
+    outcome, not audited, as the route's 404 is. A Redis error is audited as "error" and re-raised.
     """
     row = ACTIONS.get(action)
     if row is None:
@@ -345,7 +433,7 @@ def action_run(
     form, req, state = _prepare(
         None, row, data, stream=stream, group=group, target_id=target_id, channel=channel
     )
-    return req, _attempt(user, row, form, req, state_before=state)
+    return req, _attempt(user, row, form, req, state_before=state, target=target_id)
 
 
 def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | None:
@@ -464,3 +552,41 @@ def dlq_purge(request: HtmxHttpRequest, stream: str) -> HttpResponse:
     form, req, state = _prepare(request, row, request.POST, stream=stream, group="", target_id="")
     outcome = _attempt(request.user, row, form, req, state_before=state)
     return respond(request, req, outcome)
+
+
+def _target_action(
+    request: HtmxHttpRequest, row: Action, *, stream: str, group: str = "", consumer: str = ""
+) -> HttpResponse:
+    form, req, state = _prepare(
+        request, row, request.POST, stream=stream, group=group, target_id=consumer
+    )
+    outcome = _attempt(request.user, row, form, req, state_before=state, target=consumer)
+    return respond(request, req, outcome)
+
+
+@require_POST
+@never_cache
+@login_required
+def group_action(request: HtmxHttpRequest, stream: str, group: str, action: str) -> HttpResponse:
+    """An action on a consumer group: Pause, Resume, Retire idle consumers, Delete group,
+    Reset position. The page reloads on success."""
+    return _target_action(request, _action(action, "group"), stream=stream, group=group)
+
+
+@require_POST
+@never_cache
+@login_required
+def consumer_action(
+    request: HtmxHttpRequest, stream: str, group: str, consumer: str, action: str
+) -> HttpResponse:
+    """An action on one consumer of a group: Retire. The page reloads on success."""
+    row = _action(action, "consumer")
+    return _target_action(request, row, stream=stream, group=group, consumer=consumer)
+
+
+@require_POST
+@never_cache
+@login_required
+def stream_action(request: HtmxHttpRequest, stream: str, action: str) -> HttpResponse:
+    """An action on a stream: Create group, Trim. The page reloads on success."""
+    return _target_action(request, _action(action, "stream"), stream=stream)

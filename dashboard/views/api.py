@@ -44,6 +44,8 @@ from queue_core.errors import invalid_id
 
 #: Body keys that name the target; every other key is a form field of the action.
 TARGET_KEYS = ("stream", "group", "id")
+#: Body keys that are lists of strings: entry ids (bulk), consumer names (Retire idle).
+LIST_KEYS = ("ids", "names")
 
 ApiView = Callable[..., Answer]
 
@@ -90,14 +92,14 @@ def _text(body: dict[str, Any], key: str) -> str:
 
 def _fields(body: dict[str, Any]) -> Fields:
     """The button's form fields from the body: text as is, numbers as digits, true as
-    "1" (``confirm``), ``ids`` as a list of strings."""
+    "1" (``confirm``), ``ids`` and ``names`` as lists of strings."""
     fields: dict[str, str | list[str]] = {}
     for key, value in body.items():
         if key in TARGET_KEYS or value is None:
             continue
-        if key == "ids":
+        if key in LIST_KEYS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise BadRequest("ids must be a list of entry ids (strings)")
+                raise BadRequest(f"{key} must be a list of strings")
             fields[key] = value
         elif isinstance(value, bool):
             fields[key] = "1" if value else ""
@@ -149,15 +151,21 @@ def api_view(method: str) -> Callable[[ApiView], Callable[..., JsonResponse]]:
 
 @api_view("POST")
 def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
-    """One action on one entry, dead letter or dead-letter stream. Body: ``stream``,
-    ``group`` and ``id`` as the action needs, then the fields its button posts."""
+    """One action on one entry, dead letter, dead-letter stream, group, consumer or
+    stream. Body: ``stream``, ``group``, ``id`` (an entry's or a dead letter's) and
+    ``consumer`` (Retire's) as the action needs, then the fields its button posts."""
     row = ACTIONS.get(action)
     if row is None:
         return refusal(404, f"no action {action!r} (one of {', '.join(ACTIONS)})")
     body = _body(request)
     stream = _text(body, "stream")
-    group = _text(body, "group") if row.on == "pending" else ""
-    target_id = _text(body, "id") if row.on != "dead-letters" else ""
+    group = _text(body, "group") if row.on in ("pending", "group", "consumer") else ""
+    if row.on in ("pending", "dead-letter"):
+        target_id = _text(body, "id")
+    elif row.on == "consumer":
+        target_id = _text(body, "consumer")
+    else:
+        target_id = ""
     return action_answer(
         user=user,
         action=action,

@@ -142,6 +142,11 @@ class RoleGroupsTests:
             "acknowledge_entry",
             "replay_entry",
             "delete_dead_letter",
+            # 0006_fleet_permissions
+            "pause_group",
+            "retire_consumer",
+            "administer_group",
+            "trim_stream",
         }
 
     def test_operator_group_member_may_act_and_reader_may_not(

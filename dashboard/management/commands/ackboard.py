@@ -7,6 +7,10 @@ run, and the audit row names the user with the channel "cli". So an on-call engi
 can script a fix and it is still audited under their name. ``token issue|revoke|list``
 manages API tokens (``dashboard.api_tokens``).
 
+Each subcommand is a row of ``SUBCOMMANDS`` (``dashboard.cli_table.Subcommand``: its
+word, help, arguments and steps); group administration's rows come from
+``dashboard.admin_cli``. A new action's subcommand is one row.
+
 Output is one line per result (``--json``: one JSON object per line). Exit status:
 0 done (or a dry run), 1 refused or changed since (409), 2 bad input (400), 3 unknown
 or inactive user, or no permission (403), 4 unknown stream, group or entry (404),
@@ -27,7 +31,9 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from dashboard import admin_cli
 from dashboard.api_tokens import token_issue, token_revoke
+from dashboard.cli_table import Options, Step, Subcommand, single
 from dashboard.middleware import redis_problem
 from dashboard.models import ApiToken
 from dashboard.views.remote import Answer, action_answer, bulk_answer, refusal
@@ -48,10 +54,158 @@ def _exit(answer: Answer) -> int:
     return EXIT.get(answer.status, 1)
 
 
+# --- the subcommands --------------------------------------------------------------------
+
+
+def _entry_arguments(name: str) -> Callable[[ArgumentParser], None]:
+    def add(p: ArgumentParser) -> None:
+        p.add_argument("stream")
+        p.add_argument("group")
+        p.add_argument("ids", nargs="+", metavar="ID")
+        p.add_argument("--reason", default="", help="Audited; required to acknowledge.")
+        if name == "claim":
+            p.add_argument("--consumer", default="", help="The new owner.")
+            p.add_argument("--seen-idle-ms", default="", help="Guard (default: now).")
+            p.add_argument("--seen-deliveries", default="")
+        if name in ("claim", "dead-letter"):
+            p.add_argument("--seen-consumer", default="", help="The owner you expect.")
+
+    return add
+
+
+def _dead_letter_arguments(p: ArgumentParser) -> None:
+    p.add_argument("stream")
+    p.add_argument("ids", nargs="+", metavar="DLQ_ID")
+
+
+def _per_id(name: str) -> Callable[[User, Options], list[Step]]:
+    """One answer per id given (an entry's or a dead letter's)."""
+
+    def one(user: User, options: Options, target_id: str) -> Answer:
+        fields = {"reason": options.get("reason", "")}
+        for key in ("consumer", "seen_idle_ms", "seen_deliveries", "seen_consumer"):
+            if options.get(key):
+                fields[key] = options[key]
+        return action_answer(
+            user=user,
+            action=name,
+            stream=options["stream"],
+            group=options.get("group", ""),
+            target_id=target_id,
+            fields=fields,
+            channel="cli",
+        )
+
+    def steps(user: User, options: Options) -> list[Step]:
+        return [partial(one, user, options, target) for target in options["ids"]]
+
+    return steps
+
+
+def _purge_arguments(p: ArgumentParser) -> None:
+    p.add_argument("stream")
+    p.add_argument("--yes", action="store_true", help="Purge, as the dry run showed it.")
+    p.add_argument("--expected-length", default="", help="The length the dry run printed.")
+    p.add_argument("--newest-id", default="", help="The newest id the dry run printed.")
+
+
+def _purge(user: User, options: Options) -> Answer:
+    fields = {"confirm": "1" if options["yes"] else ""}
+    fields["expected_length"] = options["expected_length"]
+    fields["newest_id"] = options["newest_id"]
+    answer = action_answer(
+        user=user, action="purge", stream=options["stream"], fields=fields, channel="cli"
+    )
+    if answer.ok and answer.payload.get("dry_run"):
+        payload = answer.payload
+        hint = f" To act, run again with --yes --expected-length {payload['expected_length']}"
+        if payload["newest_id"]:
+            hint += f" --newest-id {payload['newest_id']}"
+        payload["message"] += hint + "."
+    return answer
+
+
+def _bulk_arguments(p: ArgumentParser) -> None:
+    p.add_argument("action", choices=BULK_ACTIONS)
+    p.add_argument("stream")
+    p.add_argument("group")
+    p.add_argument("--ids", nargs="+", default=None, metavar="ID", help="These entries.")
+    p.add_argument("--consumer", default="", help="Filter: this consumer's entries.")
+    p.add_argument("--min-idle-ms", default="", help="Filter: idle at least this long.")
+    p.add_argument("--snapshot-id", default="", help="The snapshot the dry run printed.")
+    p.add_argument("--yes", action="store_true", help="Act on the first capped step.")
+    p.add_argument("--continue", dest="cursor", default="", help="Act from this cursor.")
+    p.add_argument("--done-before", default="", help="Progress so far (for the totals).")
+    p.add_argument("--skipped-before", default="")
+    p.add_argument("--reason", default="", help="Audited; required to acknowledge.")
+
+
+def _bulk(user: User, options: Options) -> Answer:
+    fields: dict[str, str | list[str]] = {
+        "snapshot_id": options["snapshot_id"],
+        "reason": options["reason"],
+        "confirm": "1" if options["yes"] or options["cursor"] else "",
+        "cursor": options["cursor"],
+        "done_before": options["done_before"],
+        "skipped_before": options["skipped_before"],
+    }
+    if options["ids"] is not None:
+        fields["ids"] = list(options["ids"])
+    else:
+        fields.update(
+            scope="filter", consumer=options["consumer"], min_idle_ms=options["min_idle_ms"]
+        )
+    answer = bulk_answer(
+        user=user,
+        action=options["action"],
+        stream=options["stream"],
+        group=options["group"],
+        fields=fields,
+        channel="cli",
+    )
+    payload = answer.payload
+    if answer.ok and payload.get("dry_run") and payload["count"]:
+        payload["message"] += (
+            f" To act, run again with --yes --snapshot-id {payload['snapshot_id']}."
+        )
+    elif answer.ok and payload.get("dry_run") is False and not payload["complete"]:
+        payload["message"] += (
+            f" Continue with --continue {payload['next_cursor']} --snapshot-id "
+            f"{payload['snapshot_id']} --done-before {payload['done_total']} "
+            f"--skipped-before {payload['skipped_total']}."
+        )
+    return answer
+
+
+#: Every subcommand but ``token``: the entry and dead-letter actions, purge, bulk, then
+#: the fleet's and group administration's (``dashboard.admin_cli``).
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    *(
+        Subcommand(name, f"{name} pending entries", _entry_arguments(name), _per_id(name))
+        for name in ENTRY_ACTIONS
+    ),
+    *(
+        Subcommand(name, f"{name} dead-lettered entries", _dead_letter_arguments, _per_id(name))
+        for name in DEAD_LETTER_ACTIONS
+    ),
+    Subcommand(
+        "purge",
+        "empty a dead-letter stream (dry run unless --yes)",
+        _purge_arguments,
+        single(_purge),
+    ),  # fmt: skip
+    Subcommand(
+        "bulk", "many pending entries (dry run unless --yes)", _bulk_arguments, single(_bulk)
+    ),
+    *admin_cli.SUBCOMMANDS,
+)
+
+
 class Command(BaseCommand):
     help = (
-        "Run an operator action as a named user (audited under their name): retry, claim, "
-        "dead-letter, acknowledge, replay, delete, purge, bulk; or manage API tokens."
+        "Run an operator action as a named user (audited under their name): "
+        + ", ".join(row.name for row in SUBCOMMANDS)
+        + "; or manage API tokens."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -59,44 +213,8 @@ class Command(BaseCommand):
         common.add_argument("--user", required=True, help="Act as this user (required).")
         common.add_argument("--json", action="store_true", help="One JSON object per line.")
         sub = parser.add_subparsers(dest="command", required=True, metavar="ACTION")
-        for name in ENTRY_ACTIONS:
-            p = sub.add_parser(name, parents=[common], help=f"{name} pending entries")
-            p.add_argument("stream")
-            p.add_argument("group")
-            p.add_argument("ids", nargs="+", metavar="ID")
-            p.add_argument("--reason", default="", help="Audited; required to acknowledge.")
-            if name == "claim":
-                p.add_argument("--consumer", default="", help="The new owner.")
-                p.add_argument("--seen-idle-ms", default="", help="Guard (default: now).")
-                p.add_argument("--seen-deliveries", default="")
-            if name in ("claim", "dead-letter"):
-                p.add_argument("--seen-consumer", default="", help="The owner you expect.")
-        for name in DEAD_LETTER_ACTIONS:
-            p = sub.add_parser(name, parents=[common], help=f"{name} dead-lettered entries")
-            p.add_argument("stream")
-            p.add_argument("ids", nargs="+", metavar="DLQ_ID")
-        p = sub.add_parser(
-            "purge", parents=[common], help="empty a dead-letter stream (dry run unless --yes)"
-        )
-        p.add_argument("stream")
-        p.add_argument("--yes", action="store_true", help="Purge, as the dry run showed it.")
-        p.add_argument("--expected-length", default="", help="The length the dry run printed.")
-        p.add_argument("--newest-id", default="", help="The newest id the dry run printed.")
-        p = sub.add_parser(
-            "bulk", parents=[common], help="many pending entries (dry run unless --yes)"
-        )
-        p.add_argument("action", choices=BULK_ACTIONS)
-        p.add_argument("stream")
-        p.add_argument("group")
-        p.add_argument("--ids", nargs="+", default=None, metavar="ID", help="These entries.")
-        p.add_argument("--consumer", default="", help="Filter: this consumer's entries.")
-        p.add_argument("--min-idle-ms", default="", help="Filter: idle at least this long.")
-        p.add_argument("--snapshot-id", default="", help="The snapshot the dry run printed.")
-        p.add_argument("--yes", action="store_true", help="Act on the first capped step.")
-        p.add_argument("--continue", dest="cursor", default="", help="Act from this cursor.")
-        p.add_argument("--done-before", default="", help="Progress so far (for the totals).")
-        p.add_argument("--skipped-before", default="")
-        p.add_argument("--reason", default="", help="Audited; required to acknowledge.")
+        for row in SUBCOMMANDS:
+            row.arguments(sub.add_parser(row.name, parents=[common], help=row.help))
         token = sub.add_parser("token", help="issue, revoke or list API tokens")
         verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
         issue = verbs.add_parser("issue", help="issue a token (shown once)")
@@ -125,18 +243,11 @@ class Command(BaseCommand):
         user = User.objects.filter(username=options["user"]).first()
         if user is None or not user.is_active:
             raise CommandError(f"no active user {options['user']!r}", returncode=3)
-        command = options["command"]
-        if command == "bulk":
-            answers = [self._call(lambda: self._bulk(user, options))]
-        elif command == "purge":
-            answers = [self._call(lambda: self._purge(user, options))]
-        else:
-            answers = [
-                self._call(partial(self._one, user, options, target)) for target in options["ids"]
-            ]
+        row = next(row for row in SUBCOMMANDS if row.name == options["command"])
+        answers = [self._call(step) for step in row.steps(user, options)]
         self._report(answers, as_json=options["json"])
 
-    def _call(self, run: Callable[[], Answer]) -> Answer:
+    def _call(self, run: Step) -> Answer:
         """One answer, with Redis's failures as answers too (never a traceback)."""
         try:
             answer: Answer = run()
@@ -146,73 +257,6 @@ class Command(BaseCommand):
             return refusal(503, redis_problem(exc))
         except redis.RedisError as exc:
             return refusal(503, redis_problem(exc))
-        return answer
-
-    def _one(self, user: User, options: dict[str, Any], target_id: str) -> Answer:
-        command = options["command"]
-        fields = {"reason": options.get("reason", "")}
-        for key in ("consumer", "seen_idle_ms", "seen_deliveries", "seen_consumer"):
-            if options.get(key):
-                fields[key] = options[key]
-        return action_answer(
-            user=user,
-            action=command,
-            stream=options["stream"],
-            group=options.get("group", ""),
-            target_id=target_id,
-            fields=fields,
-            channel="cli",
-        )
-
-    def _purge(self, user: User, options: dict[str, Any]) -> Answer:
-        fields = {"confirm": "1" if options["yes"] else ""}
-        fields["expected_length"] = options["expected_length"]
-        fields["newest_id"] = options["newest_id"]
-        answer = action_answer(
-            user=user, action="purge", stream=options["stream"], fields=fields, channel="cli"
-        )
-        if answer.ok and answer.payload.get("dry_run"):
-            payload = answer.payload
-            hint = f" To act, run again with --yes --expected-length {payload['expected_length']}"
-            if payload["newest_id"]:
-                hint += f" --newest-id {payload['newest_id']}"
-            payload["message"] += hint + "."
-        return answer
-
-    def _bulk(self, user: User, options: dict[str, Any]) -> Answer:
-        fields: dict[str, str | list[str]] = {
-            "snapshot_id": options["snapshot_id"],
-            "reason": options["reason"],
-            "confirm": "1" if options["yes"] or options["cursor"] else "",
-            "cursor": options["cursor"],
-            "done_before": options["done_before"],
-            "skipped_before": options["skipped_before"],
-        }
-        if options["ids"] is not None:
-            fields["ids"] = list(options["ids"])
-        else:
-            fields.update(
-                scope="filter", consumer=options["consumer"], min_idle_ms=options["min_idle_ms"]
-            )
-        answer = bulk_answer(
-            user=user,
-            action=options["action"],
-            stream=options["stream"],
-            group=options["group"],
-            fields=fields,
-            channel="cli",
-        )
-        payload = answer.payload
-        if answer.ok and payload.get("dry_run") and payload["count"]:
-            payload["message"] += (
-                f" To act, run again with --yes --snapshot-id {payload['snapshot_id']}."
-            )
-        elif answer.ok and payload.get("dry_run") is False and not payload["complete"]:
-            payload["message"] += (
-                f" Continue with --continue {payload['next_cursor']} --snapshot-id "
-                f"{payload['snapshot_id']} --done-before {payload['done_total']} "
-                f"--skipped-before {payload['skipped_total']}."
-            )
         return answer
 
     def _report(self, answers: list[Answer], *, as_json: bool) -> None:

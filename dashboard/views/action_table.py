@@ -1,0 +1,93 @@
+"""The row type of the action table, shared by every module that adds rows to it.
+
+Owns ``Action`` (one row of ``dashboard.views.actions.ACTIONS``), ``Call`` (what a row's
+``run`` and ``before`` get) and ``KINDS``, what a row may act on. It lives apart from the
+views so that the modules holding rows (``dashboard.views.fleet_actions``,
+``dashboard.views.admin_actions``) import it without importing the views: no cycle,
+and adding an action is one row in one module, whose tuple ``ROWS`` ``actions.py``
+merges into ``ACTIONS``.
+
+Pure Python: it never touches Redis, SQL or a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dashboard.forms import ActionForm, Target, TargetForm
+from dashboard.permissions import action_permission
+from dashboard.views.action_runner import ActionRequest, ActionResult
+from queue_core.connection import Client
+
+#: What a row acts on, which picks its route, its audit fields and its state-before read
+#: (``actions._prepare``):
+#: - "pending": one pending entry of a group (``…/groups/<g>/entries/<id>/<action>/``);
+#: - "dead-letter": one dead-lettered entry (``…/dlq/<id>/<action>/``);
+#: - "dead-letters": the whole dead-letter stream (Purge);
+#: - "group": a consumer group (``…/groups/<g>/do/<action>/``): Pause, Resume, Retire
+#:   idle consumers, Delete group, Reset position;
+#: - "consumer": one consumer of a group (``…/groups/<g>/consumers/<c>/<action>/``): Retire;
+#: - "stream": a stream (``streams/<s>/do/<action>/``): Create group, Trim.
+KINDS = ("pending", "dead-letter", "dead-letters", "group", "consumer", "stream")
+#: The kinds whose form is a ``TargetForm`` (it is told what it acts on).
+TARGET_KINDS = ("group", "consumer", "stream")
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a row's ``run`` (and ``before``) gets: the request, its form's cleaned values,
+    the operator, Redis, and the target: the entry or dead letter id, or the consumer's
+    name for a "consumer" row ("" for the others)."""
+
+    req: ActionRequest
+    data: Mapping[str, Any]
+    operator: str
+    client: Client
+    target: str = ""
+
+    @property
+    def entry_id(self) -> str:
+        return self.req.ids[0]
+
+    @property
+    def consumer(self) -> str:
+        return self.target
+
+
+@dataclass(frozen=True)
+class Action:
+    """One operator action: a row of ``ACTIONS``."""
+
+    #: The URL slug, the key of its permission (``dashboard.permissions``), the audit
+    #: row's action, the CLI subcommand and the API's action.
+    name: str
+    #: What it acts on: one of ``KINDS``.
+    on: str
+    #: Parses its POST. For a "group", "consumer" or "stream" row, a ``TargetForm``.
+    form: type[ActionForm]
+    #: One service call, and what it answers (its message, new ids, state it reported).
+    run: Callable[[Call], ActionResult]
+    #: Extra state before, for the audit row, read after the kind's own checks (the stream
+    #: and group exist, the consumer is in the group) and merged into theirs. ``data`` holds
+    #: the form's fields that cleaned (a refusal comes later, from ``form_data``) and
+    #: ``operator`` is "". It may raise ``BadRequest`` (400/404) or ``ActionRefused``
+    #: (409): the attempt is then refused and audited, nothing called.
+    before: Callable[[Call], dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.on not in KINDS:
+            raise ValueError(f"action {self.name!r}: unknown kind {self.on!r}")
+        if self.on in TARGET_KINDS and not issubclass(self.form, TargetForm):
+            raise TypeError(f"action {self.name!r}: a {self.on!r} row's form is a TargetForm")
+
+    @property
+    def permission(self) -> str:
+        return action_permission(self.name)
+
+    def make_form(self, data: Mapping[str, Any], target: Target) -> ActionForm:
+        """The row's form over ``data``; a ``TargetForm`` is told its target."""
+        if issubclass(self.form, TargetForm):
+            return self.form(data, target=target)
+        return self.form(data)

@@ -223,7 +223,7 @@ def _group(client: Client, stream: str, group: str) -> Mapping[str, Any]:
 def _stream_info(client: Client, stream: str) -> Mapping[str, Any] | None:
     """XINFO STREAM, or None when the key does not exist."""
     try:
-        info: Mapping[str, Any] = client.xinfo_stream(stream)  # type: ignore[assignment]
+        info: Mapping[str, Any] = client.xinfo_stream(stream)
     except redis.ResponseError as exc:
         if "no such key" in str(exc).lower():
             return None
@@ -262,7 +262,7 @@ def _id_lt(a: str, b: str) -> bool:
 
 
 def entries_read_at(
-    client: Client, stream: str, entry_id: str, *, budget: int = COUNT_BUDGET
+    client: Client, stream: str, entry_id: str, *, budget: int | None = None
 ) -> tuple[int | None, str]:
     """The count of the stream's entries up to ``entry_id``, as ENTRIESREAD wants it, and
     the max-deleted-entry-id it was counted with (the scripts use the count only while
@@ -274,8 +274,9 @@ def entries_read_at(
     entries-added minus the entries left after the id; the entries after it are counted
     from the id forward, or, when there are more than ``budget``, as the stream's length
     minus those counted from the head up to the id. Up to two bounded walks plus two
-    XINFO STREAM.
+    XINFO STREAM. ``budget`` defaults to ``COUNT_BUDGET``.
     """
+    budget = COUNT_BUDGET if budget is None else budget
     info = _stream_info(client, stream)
     if info is None or info.get("entries-added") is None:
         return None, ""
@@ -523,7 +524,8 @@ def idle_consumers_retire(
         for name in dict.fromkeys(names)
     ]
     deleted: list[str] = []
-    for call, reply in zip(calls, calls_pipelined(client, calls), strict=True):
+    replies: list[bool | Refusal | Exception] = calls_pipelined(client, calls)
+    for call, reply in zip(calls, replies, strict=True):
         if isinstance(reply, redis.ResponseError):
             raise action_refusal(reply, stream=stream, group=group) from reply
         if isinstance(reply, Exception):
@@ -690,16 +692,46 @@ def position_preview(
     """What ``position_reset`` to ``position`` would do, read only: the entries between
     the two positions (delivered again when moving back, skipped when moving forward),
     counted up to ``budget``; the entries-read after; the live consumers and the pause
-    the reset's guard checks. At most ``budget`` entries walked, twice for an id or a
-    time (``entries_read_at``)."""
+    the reset's guard checks. At most ``budget`` entries walked, and for an id or a time
+    up to twice that again (``entries_read_at``); XINFO GROUPS, STREAM and CONSUMERS,
+    one HGETALL, one EXISTS."""
+    diff, _ = _preview(client, stream, group, position, now_ms, seen_within_ms, budget)
+    return diff
+
+
+def _preview(
+    client: Client,
+    stream: str,
+    group: str,
+    position: Position,
+    now_ms: int | None,
+    seen_within_ms: int,
+    budget: int,
+) -> tuple[PositionDiff, str]:
+    """The preview, and the max-deleted-entry-id its entries-read was counted with."""
     name_check(stream, "stream")
     name_check(group, "group")
+    idle_check(seen_within_ms, "seen_within_ms")
+    count_check(budget, "budget")
+    if position.mode == "id":
+        entry_id_check(position.id, what="position")
     now = _now(now_ms)
     g = _group(client, stream, group)
     before = text(g["last-delivered-id"])
     before_read = None if g.get("entries-read") is None else int(g["entries-read"])
-    after = _target_id(client, stream, position)
-    after_read = _after_entries_read(client, stream, position, after)
+    info = _stream_info(client, stream) or {}
+    added = info.get("entries-added")
+    after_read: int | None = None
+    seen_deleted = ""
+    if position.kind == "end":
+        after = text(info.get("last-generated-id") or b"0-0")
+        after_read = None if added is None else int(added)
+    elif position.kind == "start":
+        after = "0-0"
+        after_read = _start_entries_read(info)
+    else:
+        after = position.id
+        after_read, seen_deleted = entries_read_at(client, stream, after, budget=budget)
     redeliver = skip = 0
     exact = True
     if _id_lt(after, before):
@@ -710,19 +742,24 @@ def position_preview(
         skip, exact = counted.n, counted.exact
     live, _ = _live_consumers(client, stream, group, now, seen_within_ms)
     paused = bool(client.exists(stream_keys(stream).pause(group)))
-    return PositionDiff(
+    diff = PositionDiff(
         before, before_read, after, after_read, redeliver, skip, exact, live, paused
     )
+    return diff, seen_deleted
 
 
-def _after_entries_read(client: Client, stream: str, position: Position, after: str) -> int | None:
-    info = _stream_info(client, stream)
-    if info is None or info.get("entries-added") is None:
+def _start_entries_read(info: Mapping[str, Any]) -> int | None:
+    """Entries read at the start: entries-added minus the length, when every deleted entry
+    lies before the first one left (what ``group_create.lua`` computes)."""
+    added = info.get("entries-added")
+    if added is None:
         return None
-    if position.kind == "end":
-        return int(info["entries-added"])
-    read, _ = entries_read_at(client, stream, after)
-    return read
+    length = int(info.get("length", 0))
+    first = info.get("first-entry")
+    deleted = text(info.get("max-deleted-entry-id") or b"0-0")
+    if length == 0 or (first and _id_lt(deleted, text(first[0]))):
+        return int(added) - length
+    return None
 
 
 def position_reset(
@@ -746,24 +783,13 @@ def position_reset(
     start are resolved by the script itself; an id's entries-read is counted first and
     used only while no entry was deleted meanwhile. The result keeps the position before
     (id and entries-read) for the audit row, so the reset can be undone. Costs the
-    preview's walks plus one script run (O(groups + consumers + workers)).
+    preview (its counts come with the result) plus one script run (O(groups + consumers
+    + workers)).
     """
-    name_check(stream, "stream")
-    name_check(group, "group")
     entry_id_check(expected_before_id, what="expected_before_id")
     now = _now(now_ms)
-    preview = position_preview(
-        client=client,
-        stream=stream,
-        group=group,
-        position=position,
-        now_ms=now,
-        seen_within_ms=seen_within_ms,
-        budget=budget,
-    )
-    read, seen_deleted = None, ""
-    if position.mode == "id":
-        read, seen_deleted = entries_read_at(client, stream, position.id, budget=budget)
+    preview, seen_deleted = _preview(client, stream, group, position, now, seen_within_ms, budget)
+    read = preview.after_entries_read if position.mode == "id" else None
     keys = stream_keys(stream)
     reply = POSITION_RESET.call(
         stream=stream,
@@ -819,9 +845,11 @@ def position_reset(
 class TrimPlan:
     """What ``stream_trim`` to ``minid`` would delete: ``would_delete`` entries (exact up
     to the budget, else ``exact`` False: "more than would_delete - 1"). ``floor_id`` is
-    the highest MINID that deletes nothing a group still needs ('' when the stream has no
-    group), set by ``floor_group`` for ``floor_reason`` ('pending': its oldest pending
-    entry; 'undelivered': its first entry not delivered yet)."""
+    the lowest id a group still needs ('' when the stream has no group): the smallest,
+    over the groups, of the oldest pending id and the id just after the last-delivered
+    one; ``floor_group`` sets it, for ``floor_reason`` ('pending' or 'undelivered').
+    ``past_floor``: an entry at or above the floor lies below ``minid``, so the trim
+    would delete an entry a group holds pending or was never delivered."""
 
     minid: str
     would_delete: int
@@ -876,6 +904,11 @@ def _floor(client: Client, stream: str) -> tuple[str, str, str]:
     return best
 
 
+def _has_entry(client: Client, stream: str, low: str, below: str) -> bool:
+    """Whether an entry lies in [low, below): one XRANGE ... COUNT 1."""
+    return bool(client.xrange(stream, min=low, max="(" + below, count=1))
+
+
 def trim_preview(
     *, client: Client, stream: str, minid: str, budget: int = COUNT_BUDGET
 ) -> TrimPlan:
@@ -890,7 +923,9 @@ def trim_preview(
         would = _Count(0, True, None)
     else:
         would = _count_range(client, stream, "-", "(" + minid, budget)
-    past = bool(floor_id) and _id_lt(floor_id, minid)
+    past = (
+        bool(floor_id) and _id_lt(floor_id, minid) and _has_entry(client, stream, floor_id, minid)
+    )
     return TrimPlan(minid, would.n, would.exact, floor_id, past, floor_group, reason)
 
 

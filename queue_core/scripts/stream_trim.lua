@@ -2,7 +2,8 @@
 -- the floor unless forced. The floor is the smallest, over every group, of its oldest
 -- pending id and the id just after its last-delivered id (its first undelivered entry):
 -- MINID deletes the entries below it, so a MINID at or below the floor deletes nothing
--- that a group holds pending or has not been delivered yet. No groups: no floor.
+-- that a group holds pending or has not been delivered yet; a MINID above it is refused
+-- when an entry lies at or above the floor and below MINID. No groups: no floor.
 -- The caller loops until done; each run re-checks the floor against the final MINID.
 --
 -- KEYS[1] - the stream
@@ -58,7 +59,10 @@ for _, raw in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
     floor, floor_group, floor_reason = candidate, g['name'], reason
   end
 end
-if floor and ARGV[2] ~= '1' and idcmp(ARGV[1], floor) > 0 then
+-- Past the floor only when an entry would go that a group still needs: one at or
+-- above the floor and below MINID (ids in between with no entry cost nothing).
+if floor and ARGV[2] ~= '1' and idcmp(ARGV[1], floor) > 0
+    and #redis.call('XRANGE', KEYS[1], floor, '(' .. ARGV[1], 'COUNT', 1) > 0 then
   return {false, 'past-floor', floor, floor_group, floor_reason}
 end
 

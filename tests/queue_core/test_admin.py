@@ -16,14 +16,23 @@ from queue_core import admin
 from queue_core.admin import (
     PARKING_CONSUMER,
     Position,
+    Refused,
     consumer_retire,
+    group_create,
+    group_delete,
     idle_consumers_find,
     idle_consumers_retire,
     position_parse,
+    position_preview,
+    position_reset,
+    stream_trim,
+    trim_preview,
 )
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.scripts.retire import RETIRE
 from queue_core.types import ActionRefused
 from tests.factories import make_group, make_pending
+from tests.health_scenario import engine
 
 
 def now_ms() -> int:
@@ -204,7 +213,7 @@ class RetireTests:
         self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         make_pending(r, stream, "g", "dead", 6)
-        real_run = admin.RETIRE.call
+        real_run = RETIRE.call
         runs = 0
 
         def call(**kwargs: Any) -> Any:
@@ -214,7 +223,7 @@ class RetireTests:
                 make_pending(r, stream, "g", "dead", 1, create=False)
             return real_run(**kwargs)
 
-        monkeypatch.setattr(admin.RETIRE, "call", call)
+        monkeypatch.setattr(RETIRE, "call", call)
         result = consumer_retire(client=r, stream=stream, group="g", consumer="dead",
                                  to_consumer=None, now_ms=now_ms(), chunk=4)  # fmt: skip
 
@@ -285,3 +294,319 @@ class IdleRetireTests:
 
         assert deleted == ["d"]
         assert consumer_names(r, stream, "g") == {"a", "b", "c"}
+
+
+# --- groups -------------------------------------------------------------------------------
+
+
+def numbered(r: redis.Redis, stream: str, n: int) -> list[str]:
+    """Entries 1000-0, 2000-0, ... (one a second of stream time), so times are exact."""
+    return [r.xadd(stream, {"n": str(i)}, id=f"{i * 1000}-0").decode() for i in range(1, n + 1)]
+
+
+class GroupCreateTests:
+    @pytest.mark.parametrize(
+        ("text", "last_id", "entries_read", "lag"),
+        [
+            ("start", "0-0", 0, 10),
+            ("end", "10000-0", 10, 0),
+            ("4000-0", "4000-0", 4, 6),
+            ("1970-01-01T00:00:07Z", f"6999-{2**64 - 1}", 6, 4),  # 7000-0 on are delivered
+        ],
+    )
+    def test_at_start_end_id_and_time_with_the_right_lag(
+        self, r: redis.Redis, stream: str, text: str, last_id: str, entries_read: int, lag: int
+    ) -> None:
+        numbered(r, stream, 10)
+        made = group_create(client=r, stream=stream, group="g", position=position_parse(text))
+        assert made == admin.GroupCreated(last_id, entries_read, lag)
+        g = group_info(r, stream, "g")
+        assert (g["last-delivered-id"].decode(), g["entries-read"], g["lag"]) == (
+            last_id, entries_read, lag,
+        )  # fmt: skip
+        # The lag is what a reader gets.
+        got = r.xreadgroup("g", "c", {stream: ">"}, count=100)
+        assert len(got[0][1] if got else []) == lag
+
+    def test_a_trimmed_head_counts_as_read(self, r: redis.Redis, stream: str) -> None:
+        numbered(r, stream, 10)
+        r.xtrim(stream, minid="5000-0", approximate=False)  # 6 left
+        for name, text, lag in [("a", "start", 6), ("b", "2000-0", 6), ("c", "7000-0", 3)]:
+            made = group_create(client=r, stream=stream, group=name, position=position_parse(text))
+            assert made.lag == lag and group_info(r, stream, name)["lag"] == lag, name
+
+    def test_a_hole_after_the_position_leaves_entries_read_out(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        numbered(r, stream, 10)
+        r.xdel(stream, "8000-0")
+        made = group_create(client=r, stream=stream, group="g", position=position_parse("3000"))
+        assert made.last_id == "3000-0"
+        assert made.entries_read is None  # not made up
+        # Redis itself does not know the lag with a hole after the position
+        assert made.lag is None and group_info(r, stream, "g")["lag"] is None
+
+    def test_beyond_the_budget_on_both_sides_entries_read_is_unknown(
+        self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        numbered(r, stream, 30)
+        assert admin.entries_read_at(r, stream, "15000-0", budget=5) == (None, "0-0")
+        assert admin.entries_read_at(r, stream, "27000-0", budget=5) == (27, "0-0")  # walks 3
+        assert admin.entries_read_at(r, stream, "3000-0", budget=5) == (3, "0-0")  # head walk
+        monkeypatch.setattr(admin, "COUNT_BUDGET", 5)
+        made = group_create(client=r, stream=stream, group="g", position=position_parse("15000"))
+        assert made.entries_read is None
+
+    def test_refusals_and_bad_input(self, r: redis.Redis, stream: str) -> None:
+        numbered(r, stream, 2)
+        start = position_parse("start")
+        group_create(client=r, stream=stream, group="g", position=start)
+        with pytest.raises(Refused, match="already a consumer group 'g'"):
+            group_create(client=r, stream=stream, group="g", position=start)
+        with pytest.raises(Refused, match="there is no stream"):
+            group_create(client=r, stream=stream + "x", group="g", position=start)
+        r.set(stream + "s", "v")
+        with pytest.raises(Refused, match="is not a stream"):
+            group_create(client=r, stream=stream + "s", group="g", position=start)
+        with pytest.raises(ValueError, match="not a stream id"):
+            group_create(client=r, stream=stream, group="h", position=Position("id", "x-1"))
+        made = group_create(client=r, stream=stream + "new", group="g",
+                            position=position_parse("end"), mkstream=True)  # fmt: skip
+        assert (made.last_id, made.lag) == ("0-0", 0)
+
+
+class GroupDeleteTests:
+    def test_refused_while_pending_unless_acknowledged_with_the_count_seen(
+        self, r: redis.Redis, stream: str, events: redis.client.PubSub
+    ) -> None:
+        make_pending(r, stream, "g", "w", 3)
+        keys = stream_keys(stream)
+        r.set(keys.pause("g"), "{}")
+        heartbeat(r, stream, "g", "w", seen_ms=0)
+        kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g"}
+        with pytest.raises(Refused, match="3 entries are pending"):
+            group_delete(expected_pending=3, acknowledge=False, **kw)
+        with pytest.raises(Refused, match="changed since you looked: 3 entries"):
+            group_delete(expected_pending=2, acknowledge=True, **kw)
+        assert group_info(r, stream, "g")["pending"] == 3
+
+        assert group_delete(expected_pending=3, acknowledge=True, **kw) == admin.GroupDeleted(3)
+        assert r.xinfo_groups(stream) == []
+        assert r.exists(keys.pause("g"), keys.workers("g")) == 0
+        assert next_event(events)["action"] == "delete-group"
+        with pytest.raises(Refused, match="no consumer group 'g'"):
+            group_delete(expected_pending=0, acknowledge=False, **kw)
+
+    def test_a_group_with_nothing_pending_goes_at_once(self, r: redis.Redis, stream: str) -> None:
+        numbered(r, stream, 3)
+        make_group(r, stream, "g")
+        assert group_delete(client=r, stream=stream, group="g", expected_pending=7,
+                            acknowledge=False) == admin.GroupDeleted(0)  # fmt: skip
+        assert r.xinfo_groups(stream) == []
+
+
+# --- position -----------------------------------------------------------------------------
+
+
+def read_and_ack(r: redis.Redis, stream: str, group: str, consumer: str, n: int) -> None:
+    got = r.xreadgroup(group, consumer, {stream: ">"}, count=n)
+    r.xack(stream, group, *[e[0] for e in got[0][1]])
+
+
+class PositionTests:
+    @pytest.fixture
+    def at_8(self, r: redis.Redis, stream: str) -> list[str]:
+        """10 entries; group g has read and acked 8 (at 8000-0); its consumer is idle."""
+        ids = numbered(r, stream, 10)
+        make_group(r, stream, "g")
+        read_and_ack(r, stream, "g", "old", 8)
+        return ids
+
+    def test_preview_counts_back_and_forward(
+        self, r: redis.Redis, stream: str, at_8: list[str]
+    ) -> None:
+        back = position_preview(client=r, stream=stream, group="g",
+                                position=position_parse("3000"))  # fmt: skip
+        assert (back.before_id, back.before_entries_read) == ("8000-0", 8)
+        assert (back.after_id, back.after_entries_read) == ("3000-0", 3)
+        assert (back.redeliver, back.skip, back.exact) == (5, 0, True)
+        forward = position_preview(client=r, stream=stream, group="g",
+                                   position=position_parse("end"))  # fmt: skip
+        assert (forward.after_id, forward.after_entries_read) == ("10000-0", 10)
+        assert (forward.redeliver, forward.skip, forward.exact) == (0, 2, True)
+        start = position_preview(client=r, stream=stream, group="g",
+                                 position=position_parse("start"), budget=3)  # fmt: skip
+        assert (start.after_entries_read, start.redeliver, start.exact) == (0, 4, False)
+        assert start.live_consumers == ("old",) and not start.paused
+
+    def test_reset_sets_entries_read_so_the_lag_is_right(
+        self, r: redis.Redis, stream: str, at_8: list[str], events: redis.client.PubSub
+    ) -> None:
+        diff = position_reset(client=r, stream=stream, group="g",
+                              position=position_parse("3000"), expected_before_id="8000-0",
+                              seen_within_ms=0)  # fmt: skip
+        assert (diff.before_id, diff.before_entries_read) == ("8000-0", 8)  # to undo it
+        assert (diff.after_id, diff.after_entries_read, diff.lag, diff.redeliver) == (
+            "3000-0", 3, 7, 5,
+        )  # fmt: skip
+        g = group_info(r, stream, "g")
+        assert (g["last-delivered-id"], g["entries-read"], g["lag"]) == (b"3000-0", 3, 7)
+        assert next_event(events)["action"] == "reset-position"
+        # Undo from the audit row's "before".
+        undo = position_reset(client=r, stream=stream, group="g",
+                              position=Position("id", diff.before_id),
+                              expected_before_id="3000-0", seen_within_ms=0)  # fmt: skip
+        assert (undo.after_id, undo.after_entries_read, undo.lag) == ("8000-0", 8, 2)
+
+    def test_refused_with_a_live_worker_unless_paused(
+        self, r: redis.Redis, stream: str, at_8: list[str]
+    ) -> None:
+        heartbeat(r, stream, "g", "w1", seen_ms=now_ms())
+        kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g",
+                              "position": position_parse("start"),
+                              "expected_before_id": "8000-0", "seen_within_ms": 0}  # fmt: skip
+        with pytest.raises(Refused, match=r"live consumers \(w1\)"):
+            position_reset(**kw)
+        assert group_info(r, stream, "g")["last-delivered-id"] == b"8000-0"
+        r.set(stream_keys(stream).pause("g"), json.dumps({"by": "ops", "reason": "reset"}))
+        assert position_preview(**{k: v for k, v in kw.items() if k != "expected_before_id"}).paused
+        assert position_reset(**kw).after_id == "0-0"
+
+    def test_a_consumer_a_pause_cannot_stop_refuses_even_when_paused(
+        self, r: redis.Redis, stream: str, at_8: list[str]
+    ) -> None:
+        r.set(stream_keys(stream).pause("g"), "{}")
+        kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g",
+                              "position": position_parse("start"),
+                              "expected_before_id": "8000-0"}  # fmt: skip
+        with pytest.raises(Refused, match=r"a pause does not stop are live \(old\)"):
+            position_reset(seen_within_ms=60_000, **kw)
+        r.delete(stream_keys(stream).pause("g"))
+        with pytest.raises(Refused, match=r"live consumers \(old\)"):
+            position_reset(seen_within_ms=60_000, **kw)
+        time.sleep(0.06)
+        assert position_reset(seen_within_ms=50, **kw).after_id == "0-0"  # not seen since
+
+    def test_refused_when_the_position_moved_since_the_preview(
+        self, r: redis.Redis, stream: str, at_8: list[str]
+    ) -> None:
+        preview = position_preview(client=r, stream=stream, group="g",
+                                   position=position_parse("start"))  # fmt: skip
+        read_and_ack(r, stream, "g", "old", 1)  # a worker read on
+        with pytest.raises(Refused, match="changed since you looked: 'g' is at 9000-0 now"):
+            position_reset(client=r, stream=stream, group="g", position=position_parse("start"),
+                           expected_before_id=preview.before_id, seen_within_ms=0)  # fmt: skip
+        assert group_info(r, stream, "g")["last-delivered-id"] == b"9000-0"
+
+    def test_no_group_and_bad_ids(self, r: redis.Redis, stream: str, at_8: list[str]) -> None:
+        with pytest.raises(Refused, match="no consumer group 'nope'"):
+            position_preview(
+                client=r, stream=stream, group="nope", position=Position("start", "0-0")
+            )
+        with pytest.raises(ValueError, match="expected_before_id"):
+            position_reset(client=r, stream=stream, group="g", position=Position("start", "0-0"),
+                           expected_before_id="latest")  # fmt: skip
+        with pytest.raises(ValueError, match="position"):
+            position_preview(client=r, stream=stream, group="g", position=Position("id", "1-x"))
+
+
+# --- trim ---------------------------------------------------------------------------------
+
+
+class TrimTests:
+    def test_the_oldest_pending_entry_is_the_floor(
+        self, r: redis.Redis, stream: str, events: redis.client.PubSub
+    ) -> None:
+        numbered(r, stream, 10)
+        make_group(r, stream, "g")
+        got = r.xreadgroup("g", "w", {stream: ">"}, count=6)  # delivered 1..6
+        r.xack(stream, "g", *[e[0] for e in got[0][1] if e[0] != b"3000-0"])  # 3000-0 pending
+
+        plan = trim_preview(client=r, stream=stream, minid="5000")
+        assert (plan.minid, plan.would_delete, plan.exact) == ("5000-0", 4, True)
+        assert (plan.floor_id, plan.floor_group, plan.floor_reason, plan.past_floor) == (
+            "3000-0", "g", "pending", True,
+        )  # fmt: skip
+        with pytest.raises(Refused, match=r"past the floor 3000-0 \(group 'g': its oldest pend"):
+            stream_trim(client=r, stream=stream, minid="5000-0", force=False)
+        assert r.xlen(stream) == 10
+
+        ok = trim_preview(client=r, stream=stream, minid="3000-0")
+        assert (ok.would_delete, ok.past_floor) == (2, False)
+        assert stream_trim(client=r, stream=stream, minid="3000-0", force=False).deleted == 2
+        assert next_event(events)["action"] == "trim"
+        assert stream_trim(client=r, stream=stream, minid="5000-0", force=True).deleted == 2
+        assert r.xrange(stream, count=1)[0][0] == b"5000-0"
+
+    def test_undelivered_entries_are_below_no_floor(self, r: redis.Redis, stream: str) -> None:
+        numbered(r, stream, 10)
+        make_group(r, stream, "ahead")
+        read_and_ack(r, stream, "ahead", "w", 9)
+        make_group(r, stream, "behind")
+        read_and_ack(r, stream, "behind", "w", 4)  # at 4000-0: 5000-0 on never delivered
+
+        plan = trim_preview(client=r, stream=stream, minid="6000-0")
+        floor = (plan.floor_id, plan.floor_group, plan.floor_reason)
+        assert floor == ("4000-1", "behind", "undelivered")
+        assert (plan.would_delete, plan.past_floor) == (5, True)
+        with pytest.raises(Refused, match="its first entry not delivered yet"):
+            stream_trim(client=r, stream=stream, minid="6000-0", force=False)
+        # MINID 4500-0 is past the floor's id, but no entry lies in between.
+        assert not trim_preview(client=r, stream=stream, minid="4500-0").past_floor
+        assert stream_trim(client=r, stream=stream, minid="4500-0", force=False).deleted == 4
+
+    def test_chunks_budget_and_no_groups(
+        self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        numbered(r, stream, 25)
+        plan = trim_preview(client=r, stream=stream, minid="21000", budget=7)
+        assert (plan.would_delete, plan.exact) == (8, False)  # "more than 7"
+        assert (plan.floor_id, plan.past_floor) == ("", False)
+        assert trim_preview(client=r, stream=stream, minid="0-0").would_delete == 0
+        assert stream_trim(client=r, stream=stream, minid="0-0", force=False).deleted == 0
+        assert (
+            stream_trim(client=r, stream=stream, minid="21000", force=False, chunk=3).deleted == 20
+        )
+        assert r.xlen(stream) == 5
+        with pytest.raises(Refused, match="there is no stream"):
+            stream_trim(client=r, stream=stream + "x", minid="1", force=True)
+        with pytest.raises(ValueError, match="MINID"):
+            trim_preview(client=r, stream=stream, minid="yesterday")
+
+
+# --- Redis 6.2: no ENTRIESREAD, no lag, no ``inactive`` -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def r62() -> Iterator[redis.Redis]:
+    with engine("redis-6.2") as url:
+        client = redis.Redis.from_url(url)
+        assert client.info("server")["redis_version"].startswith("6.2")
+        yield client
+        client.close()
+
+
+class Redis62Tests:
+    def test_everything_works_and_says_the_lag_is_unknown(self, r62: redis.Redis) -> None:
+        stream = "s62"
+        numbered(r62, stream, 10)
+        for text in ("start", "end", "4000", "1970-01-01T00:00:07Z"):
+            made = group_create(
+                client=r62, stream=stream, group=text, position=position_parse(text)
+            )
+            assert made.entries_read is None and made.lag is None, text
+        read_and_ack(r62, stream, "start", "old", 8)
+        diff = position_reset(client=r62, stream=stream, group="start",
+                              position=position_parse("3000"), expected_before_id="8000-0",
+                              seen_within_ms=0)  # fmt: skip
+        assert (diff.before_entries_read, diff.after_entries_read, diff.lag) == (None, None, None)
+        assert (diff.after_id, diff.redeliver) == ("3000-0", 5)
+        make_pending(r62, stream, "end", "dead", 2, create=False)
+        retired = consumer_retire(client=r62, stream=stream, group="end", consumer="dead",
+                                  to_consumer=None, now_ms=now_ms())  # fmt: skip
+        assert (retired.moved, retired.deleted) == (2, True)
+        assert idle_consumers_find(client=r62, stream=stream, group="start", idle_ms=0,
+                                   now_ms=now_ms())[0].inactive_ms is None  # fmt: skip
+        assert trim_preview(client=r62, stream=stream, minid="3000-0").floor_reason == "undelivered"
+        assert group_delete(client=r62, stream=stream, group="end", expected_pending=2,
+                            acknowledge=True).pending_dropped == 2  # fmt: skip

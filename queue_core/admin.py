@@ -49,6 +49,7 @@ from queue_core.scripts.position_reset import POSITION_RESET, PositionRefusal
 from queue_core.scripts.retire import RETIRE
 from queue_core.scripts.retire_idle import RETIRE_IDLE
 from queue_core.scripts.stream_trim import STREAM_TRIM, TrimRefusal
+from queue_core.services import OPERATOR_CONSUMER
 from queue_core.types import ActionRefused, ConsumerInfo
 from queue_core.validation import (
     count_check,
@@ -66,6 +67,10 @@ HEARTBEAT_STALE_MS = 10_000
 SEEN_WITHIN_MS = 60_000
 #: Where ``consumer_retire`` parks entries it makes due for reclaim.
 PARKING_CONSUMER = "ackboard-retired"
+#: Consumer names Ackboard itself uses that no worker reads as: the operator's claims
+#: (``services.OPERATOR_CONSUMER``) and the parking place. An XCLAIM refreshes their idle,
+#: so they would look live; the reset's guard never counts them.
+_NEVER_LIVE = (OPERATOR_CONSUMER, PARKING_CONSUMER)
 #: Entries made due get at least this idle time (one day), so any worker whose
 #: ``--min-idle-ms`` is at most a day takes them on its next XAUTOCLAIM sweep.
 RETIRE_DUE_IDLE_MS = 24 * 3600 * 1000
@@ -667,7 +672,7 @@ def _live_consumers(
     others = {
         c.name
         for c in _consumers(client, stream, group)
-        if c.name not in beating and c.idle_ms < seen_within_ms
+        if c.name not in beating and c.idle_ms < seen_within_ms and c.name not in _NEVER_LIVE
     }
     return tuple(sorted(beating | others)), tuple(sorted(others))
 
@@ -804,6 +809,7 @@ def position_reset(
         now_ms=now,
         stale_ms=HEARTBEAT_STALE_MS,
         seen_within_ms=seen_within_ms,
+        never_live=_NEVER_LIVE,
     ).run(client)
     if isinstance(reply, PositionRefusal):
         names = ", ".join(reply.values)

@@ -21,6 +21,8 @@
 -- ARGV[7] - now, in ms
 -- ARGV[8] - a heartbeat is live while now - seen_ms <= this (ms)
 -- ARGV[9] - a consumer without a live heartbeat is live while its idle is below this (ms)
+-- ARGV[10], ARGV[11] - Ackboard's own consumer names that no worker reads as (the
+--           operator's claims, the retired entries' parking place): never live
 -- returns {1, before_id, before_entries_read|false, after_id, after_entries_read|false,
 --          lag|false} on success,
 --         {false, 'no-group'} when there is no such group,
@@ -75,7 +77,8 @@ end
 local unpausable = {}
 for _, raw in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
   local c = map(raw)
-  if not beating[c['name']] and c['idle'] < within then
+  if not beating[c['name']] and c['idle'] < within
+      and c['name'] ~= ARGV[10] and c['name'] ~= ARGV[11] then
     table.insert(unpausable, c['name'])
     table.insert(live, c['name'])
   end

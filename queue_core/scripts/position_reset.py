@@ -45,6 +45,7 @@ class PositionResetScript(LuaScript[PositionSet | PositionRefusal]):
         now_ms: int,
         stale_ms: int,
         seen_within_ms: int,
+        never_live: tuple[str, str],
     ) -> ScriptCall[PositionSet | PositionRefusal]:
         """Refusals: no-group, moved (id), live (names), not-pausable (names)."""
         return self.bind(
@@ -59,7 +60,8 @@ class PositionResetScript(LuaScript[PositionSet | PositionRefusal]):
                 now_ms,
                 stale_ms,
                 seen_within_ms,
-            ],  # fmt: skip
+                *never_live,
+            ],
             parse=_parse,
             stream=stream,
             group=group,

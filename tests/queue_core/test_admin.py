@@ -487,6 +487,17 @@ class PositionTests:
         time.sleep(0.06)
         assert position_reset(seen_within_ms=50, **kw).after_id == "0-0"  # not seen since
 
+    def test_ackboards_own_claim_and_parking_consumers_are_never_live(
+        self, r: redis.Redis, stream: str, at_8: list[str]
+    ) -> None:
+        time.sleep(0.06)
+        make_pending(r, stream, "g", "ackboard-operator", 1, create=False)
+        make_pending(r, stream, "g", PARKING_CONSUMER, 1, create=False)
+        before = group_info(r, stream, "g")["last-delivered-id"].decode()
+        diff = position_reset(client=r, stream=stream, group="g", position=position_parse("start"),
+                              expected_before_id=before, seen_within_ms=50)  # fmt: skip
+        assert diff.live_consumers == () and diff.after_id == "0-0"
+
     def test_refused_when_the_position_moved_since_the_preview(
         self, r: redis.Redis, stream: str, at_8: list[str]
     ) -> None:

@@ -58,7 +58,6 @@ from dashboard.views.action_runner import (
     check_stream,
     denied,
     fallback_url,
-    flash,
     form_data,
     respond,
 )
@@ -74,7 +73,7 @@ T = TypeVar("T")
 
 
 def _entries(n: int, exact: bool = True) -> str:
-    """"3 entries", "1 entry", or "more than 10000 entries" (a count cut at its budget)."""
+    """ "3 entries", "1 entry", or "more than 10000 entries" (a count cut at its budget)."""
     if not exact:
         return f"more than {n - 1} entries"
     return f"{n} entr{'y' if n == 1 else 'ies'}"
@@ -271,9 +270,9 @@ def _reset_position(call: Call) -> ActionResult:
     )
     return ActionResult(
         "ok",
-        f"Position of {call.req.group} reset from {diff.before_id}{_read(diff.before_entries_read)} "
-        f"to {diff.after_id}{_read(diff.after_entries_read)}: {moved}. To undo, reset it "
-        f"to {diff.before_id}.",
+        f"Position of {call.req.group} reset from {diff.before_id}"
+        f"{_read(diff.before_entries_read)} to {diff.after_id}"
+        f"{_read(diff.after_entries_read)}: {moved}. To undo, reset it to {diff.before_id}.",
         # The position before is the audit row's: the reset can be undone from it.
         reported={**_diff_state(diff), "lag": diff.lag, "undo_position": diff.before_id},
     )
@@ -537,14 +536,24 @@ def trim_preview(request: HtmxHttpRequest, stream: str) -> HttpResponse:
     return _card(request, req, "trim-result", context)
 
 
-PATTERNS: list[URLPattern | URLResolver] = [
-    path(
-        "streams/<name:stream>/groups/<name:group>/preview/reset-position/",
-        reset_preview,
-        name="reset-preview",
-    ),
-    path("streams/<name:stream>/preview/trim/", trim_preview, name="trim-preview"),
-]
+def _patterns() -> list[URLPattern | URLResolver]:
+    return [
+        path(
+            "streams/<name:stream>/groups/<name:group>/preview/reset-position/",
+            reset_preview,
+            name="reset-preview",
+        ),
+        path("streams/<name:stream>/preview/trim/", trim_preview, name="trim-preview"),
+    ]
+
+
+def __getattr__(name: str) -> list[URLPattern | URLResolver]:
+    """``PATTERNS``, the dry runs' routes, built when ``dashboard/urls.py`` reads them:
+    ``path()`` checks its converters when built, and ``urls.py`` registers ``name``
+    after importing the views (which import this module)."""
+    if name == "PATTERNS":
+        return _patterns()
+    raise AttributeError(name)
 
 
 # --- the group page's Undo --------------------------------------------------------------
@@ -566,7 +575,6 @@ __all__ = [
     "DRY_RUNS",
     "PATTERNS",
     "ROWS",
-    "flash",
     "last_reset",
     "reset_dry_run",
     "trim_dry_run",

@@ -5,3 +5,12 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Ackboard"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The rates history's model lives in its own package (dashboard.rates.models).
+        from dashboard.rates import models as _rates_models  # noqa: F401
+        from dashboard.rates import sampler
+
+        # The sampler thread starts with this process's first request (a web process),
+        # never in manage.py commands, like the stream index's refresher.
+        sampler.connect_web_start()

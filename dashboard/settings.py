@@ -286,6 +286,14 @@ ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackbo
 ACKBOARD_FAILURE_RETENTION_DAYS = _int("ACKBOARD_FAILURE_RETENTION_DAYS", 30)
 #: Time budget of one failure search, in ms; a broader search is stopped with a message.
 ACKBOARD_FAILURE_SEARCH_MS = _int("ACKBOARD_FAILURE_SEARCH_MS", 1500)
+#: Whether web processes run the rates sampler thread (dashboard.rates.sampler): one per
+#: deployment samples at a time, whoever holds its Redis lease; ``manage.py sample_rates``
+#: runs it standalone instead (then set this to 0 on the web processes).
+ACKBOARD_SAMPLER = _flag("ACKBOARD_SAMPLER", True)
+#: Seconds between two samples of every stream's counters (the finest tier of the history).
+ACKBOARD_SAMPLER_INTERVAL_S = _float("ACKBOARD_SAMPLER_INTERVAL_S", 10.0, minimum=0.1)
+#: Days of rates history kept (the 10-minute tier; the finer tiers keep 1 and 7 days).
+ACKBOARD_RATES_RETENTION_DAYS = _int("ACKBOARD_RATES_RETENTION_DAYS", 90, minimum=1)
 #: Bearer token a Prometheus scraper may send to /metrics instead of logging in ("" = none).
 ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.

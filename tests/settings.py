@@ -63,3 +63,6 @@ AXES_ENABLED = False
 # at ACKBOARD_CHANNELS_URL, known only per test; tests/dashboard/test_sessions.py points it
 # at the private server. The browser tests run the production engine.
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
+# The rates sampler thread is off in tests: tests/dashboard/test_rates.py and
+# tests/integration/test_rates_workers.py run it where they test it.
+ACKBOARD_SAMPLER = False

@@ -41,6 +41,7 @@ from prometheus_client.registry import Collector
 from dashboard import stream_index
 from dashboard.connection import get_redis
 from dashboard.permissions import VIEW_QUEUES
+from dashboard.rates.metrics import RatesCollector
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import summary_health
@@ -250,6 +251,7 @@ def metrics_text(*, client: Client) -> bytes:
                 figures_age_s=figures_age_s,
             )
         )
+        registry.register(RatesCollector(overview))  # issue 13: dashboard/rates/metrics.py
         body = generate_latest(registry)
         took = time.perf_counter() - started
         ttl = max(METRICS_TTL_S, METRICS_COST_FACTOR * took)

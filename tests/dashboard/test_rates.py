@@ -1,0 +1,518 @@
+"""Rates (issue 13): lag in time, the sampler, downsampling, the series and the drain
+estimate, the lease, Redis 6.2, /metrics and the shipped alert rules and dashboard.
+
+Stored samples are made by the real sampler against the private Redis where the test is
+about sampling; the rules of the estimate and of downsampling are tested on rows with
+known numbers (``estimate_from``, ``downsample``, stored ``RateSample`` rows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from django.test import Client
+from django.urls import reverse
+from prometheus_client.parser import text_string_to_metric_families
+
+from dashboard.models import AuditEvent, IndexedFailure
+from dashboard.rates import metrics as rates_metrics
+from dashboard.rates import sampler as rates_sampler
+from dashboard.rates.models import RateSample
+from dashboard.rates.sampler import Lease, Sampler, downsample, prune, rollup
+from dashboard.rates.series import (
+    drain_estimate,
+    estimate_from,
+    latest_point,
+    series,
+    tier_for,
+)
+from dashboard.views import ops
+from queue_core import selectors
+from tests.factories import make_group, make_user
+from tests.health_scenario import engine
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
+NOW = 1_800_000_000.0  # a fixed "now" for stored rows (2027-01-15)
+
+
+@pytest.fixture
+def rates_settings(settings: Any, redis_url: str, prefix: str) -> Any:
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+    settings.ACKBOARD_SAMPLER_INTERVAL_S = 10.0
+    settings.ACKBOARD_RATES_RETENTION_DAYS = 90
+    ops._cache = None
+    return settings
+
+
+def _sampler(r: redis.Redis, prefix: str, **kwargs: Any) -> Sampler:
+    return Sampler(client=r, lease_key=prefix + "lease", **kwargs)
+
+
+def _timed(r: redis.Redis, stream: str, ms: list[int]) -> list[str]:
+    return [r.xadd(stream, {"n": str(i)}, id=f"{t}-0").decode() for i, t in enumerate(ms)]
+
+
+# --- lag in time (queue_core.selectors) -------------------------------------------------
+
+
+class LagInTimeTests:
+    def test_every_selector_reads_the_first_undelivered_entry(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        make_group(r, stream, "g")
+        make_group(r, stream, "caught-up")
+        now_ms = int(time.time() * 1000)
+        times = [now_ms - 90_000, now_ms - 60_000, now_ms - 30_000, now_ms - 10_000]
+        _timed(r, stream, times)
+        # g: two delivered (pending), two waiting: the oldest undelivered is the third.
+        r.xreadgroup("g", "c", {stream: ">"}, count=2)
+        r.xreadgroup("caught-up", "c", {stream: ">"})
+        r.xack(stream, "caught-up", *[f"{t}-0" for t in times])
+
+        (summary,) = selectors.stream_summaries(client=r, streams=[stream])
+        stats = {g.name: g for g in summary.group_stats}
+        assert stats["g"].oldest_undelivered_ms == times[2]
+        assert stats["caught-up"].oldest_undelivered_ms is None
+        assert stats["g"].undelivered_age_s(now_ms) == pytest.approx(30.0)
+        assert stats["caught-up"].undelivered_age_s(now_ms) is None
+
+        detail = selectors.group_detail(client=r, stream=stream, group="g")
+        assert detail is not None
+        assert detail.oldest_undelivered_ms == times[2] == detail.group.oldest_undelivered_ms
+        assert detail.waiting_id is None  # health reads it only when nothing is pending
+        assert selectors.group_detail(client=r, stream=stream, group="caught-up") is not None
+
+        page = selectors.stream_detail(client=r, stream=stream)
+        assert page is not None
+        by_name = {g.name: g.oldest_undelivered_ms for g in page.groups}
+        assert by_name == {"g": times[2], "caught-up": None}
+
+        (counters,) = selectors.stream_counters(client=r, streams=[stream])
+        got = {g.info.name: g for g in counters.groups}
+        assert got["g"].info.oldest_undelivered_ms == times[2]
+        assert got["g"].oldest_pending_ms == times[0]
+        assert got["caught-up"].info.oldest_undelivered_ms is None
+        assert counters.entries_added == 4 and got["g"].info.entries_read == 2
+
+    def test_nothing_pending_the_waiting_entry_is_both(self, r: redis.Redis, stream: str) -> None:
+        make_group(r, stream, "g")
+        now_ms = int(time.time() * 1000)
+        _timed(r, stream, [now_ms - 5_000, now_ms - 1_000])
+        detail = selectors.group_detail(client=r, stream=stream, group="g")
+        assert detail is not None
+        assert detail.waiting_id == f"{now_ms - 5_000}-0"
+        assert detail.oldest_undelivered_ms == now_ms - 5_000
+
+
+# --- downsampling, tiers, retention ---------------------------------------------------------
+
+
+def _row(at: float, **values: Any) -> RateSample:
+    base: dict[str, Any] = {
+        "tier": 0,
+        "stream": "s",
+        "group": "g",
+        "at": at,
+        "entries_added": None,
+        "entries_read": None,
+        "lag": None,
+        "pending": 0,
+        "oldest_pending_age_s": None,
+        "oldest_undelivered_age_s": None,
+        "dead_letters": 0,
+        "failures": 0,
+    }
+    base.update(values)
+    return RateSample(**base)
+
+
+def _store(rows: list[RateSample]) -> None:
+    RateSample.objects.bulk_create(rows)
+
+
+class DownsamplingTests:
+    def test_a_bucket_keeps_the_last_counters_the_max_ages_and_the_failure_sum(self) -> None:
+        rows = [
+            ("s", "g", 600.0, 10, 5, 5, 2, 1.0, 9.0, 0, 1),
+            ("s", "g", 610.0, 20, 12, 8, 3, 7.0, 2.0, 1, 0),
+            ("s", "g", 650.0, 30, 30, 0, 0, None, None, 1, 2),
+            ("s", "g", 660.0, 40, 31, 9, 1, 0.5, 0.5, 2, 0),  # the next minute
+        ]
+        made = {int(m.at): m for m in downsample(1, rows)}
+        assert sorted(made) == [650, 660]
+        first = made[650]
+        assert (first.entries_added, first.entries_read, first.lag) == (30, 30, 0)
+        assert (first.pending, first.dead_letters, first.failures) == (0, 1, 3)
+        assert first.oldest_pending_age_s == 7.0 and first.oldest_undelivered_age_s == 9.0
+        assert first.tier == 1
+
+    def test_tier_by_range(self, rates_settings: Any) -> None:
+        assert [tier_for(s) for s in (3600, 6 * 3600, 86_400, 7 * 86_400, 90 * 86_400)] == [
+            0,
+            0,
+            1,
+            2,
+            2,
+        ]
+
+    def test_rollup_is_idempotent_and_series_reads_the_tier_then_the_tail(
+        self, rates_settings: Any
+    ) -> None:
+        start = (NOW - 3 * 3600) // 600 * 600
+        rows = []
+        for i in range(int((NOW - start) // 10) + 1):  # 3 h of 10 s ticks: 10/s in, 8/s out
+            at = start + 10 * i
+            rows.append(_row(at, entries_added=100 * i, entries_read=80 * i, lag=20 * i))
+        _store(rows)
+        assert rollup(1, since=start, until=NOW) == 180  # closed minutes only
+        assert rollup(1, since=start, until=NOW) == 180  # again: replaced, not doubled
+        assert RateSample.objects.filter(tier=1).count() == 180
+        assert rollup(2, since=start, until=NOW) == 18
+        day = series("s", "g", 86_400, now=NOW, markers=False)
+        assert day.tier == 1
+        minutes = [p for p in day.points if p.t < start + 3 * 3600 - 60]
+        assert len(minutes) >= 170
+        assert all(p.produce_per_s == pytest.approx(10.0) for p in minutes[1:])
+        assert all(p.consume_per_s == pytest.approx(8.0) for p in minutes[1:])
+        assert day.points[-1].t == int(rows[-1].at)  # the tail comes from tier 0
+        week = series("s", "g", 7 * 86_400, now=NOW, markers=False)
+        assert week.tier == 2 and week.points[-1].t == int(rows[-1].at)
+        hour = series("s", "g", 3600, now=NOW, markers=False)
+        assert hour.tier == 0 and len(hour.points) == 360
+
+    def test_retention_per_tier_and_setting(self, rates_settings: Any) -> None:
+        rates_settings.ACKBOARD_RATES_RETENTION_DAYS = 30
+        day = 86_400
+        _store(
+            [
+                _row(NOW - day - 5, tier=0),
+                _row(NOW - day + 5, tier=0),
+                _row(NOW - 7 * day - 5, tier=1),
+                _row(NOW - 6 * day, tier=1),
+                _row(NOW - 31 * day, tier=2),
+                _row(NOW - 29 * day, tier=2),
+            ]
+        )
+        assert prune(NOW) == 3
+        kept = sorted((s.tier, round((NOW - s.at) / day)) for s in RateSample.objects.all())
+        assert kept == [(0, 1), (1, 6), (2, 29)]
+
+
+# --- rates and the drain estimate ---------------------------------------------------------
+
+
+def _estimate(rows: list[tuple[float, int | None, int | None, int | None]], window: int = 300):
+    return estimate_from(rows, window_s=window, now=rows[-1][0] if rows else NOW, interval_s=10)
+
+
+def _ticks(n: int, added: float, read: float, lag0: int, step: float = 10.0):
+    """n ticks ending at NOW with counters moving at ``added``/``read`` per second."""
+    out = []
+    for i in range(n):
+        t = NOW - (n - 1 - i) * step
+        a = int(10_000 + added * i * step)
+        d = int(5_000 + read * i * step)
+        out.append((t, a, d, max(0, lag0 + (a - 10_000) - (d - 5_000))))
+    return out
+
+
+class DrainEstimateTests:
+    def test_drains(self) -> None:
+        rows = _ticks(31, added=10, read=48, lag0=23_400)  # 38/s net for 300 s: 12,000 left
+        est = _estimate(rows)
+        assert est.kind == "drains" and est.lag == 12_000
+        assert est.net_per_s == pytest.approx(38.0)
+        assert est.eta_s == pytest.approx(12_000 / 38.0)
+        assert est.text == "lag 12,000 · +38/s net · drains in ~5 min"
+
+    def test_keeping_up_is_draining(self) -> None:
+        rows = [(NOW - 300 + 10 * i, 1000 + 200 * i, 1000 + 200 * i, 0) for i in range(31)]
+        est = _estimate(rows)
+        assert est.kind == "drains" and est.text == "lag 0 · keeping up at 20/s"
+
+    def test_growing(self) -> None:
+        est = _estimate(_ticks(31, added=40, read=0, lag0=100))
+        assert est.kind == "growing" and est.net_per_s == pytest.approx(-40.0)
+        assert est.text == f"lag {est.lag:,} · growing by 40/s"
+
+    def test_stalled_says_for_how_long(self) -> None:
+        rows = [(NOW - 300 + 10 * i, 500, 400, 100) for i in range(31)]
+        est = _estimate(rows)
+        assert est.kind == "stalled" and est.text == "stalled: nothing read for 5 min"
+
+    def test_idle(self) -> None:
+        rows = [(NOW - 300 + 10 * i, 500, 500, 0) for i in range(31)]
+        assert _estimate(rows).kind == "idle"
+
+    def test_too_little_data_gives_no_estimate(self) -> None:
+        for rows in (
+            [],
+            _ticks(2, added=10, read=20, lag0=50),  # two samples
+            _ticks(10, added=10, read=20, lag0=50),  # 90 s of a 300 s window
+        ):
+            est = _estimate(rows)
+            assert (est.kind, est.text, est.net_per_s) == ("unknown", "", None)
+            assert est.reason == "too little data"
+
+    def test_no_counters_no_figure(self) -> None:
+        rows = [(NOW - 300 + 10 * i, None, None, None) for i in range(31)]
+        est = _estimate(rows)
+        assert (est.kind, est.text, est.net_per_s) == ("unknown", "", None)
+        assert est.reason == "rates need Redis 7+"
+
+    def test_stale_samples_give_no_estimate(self) -> None:
+        rows = _ticks(31, added=10, read=48, lag0=12_400)
+        est = estimate_from(rows, window_s=600, now=NOW + 200, interval_s=10)
+        assert est.kind == "unknown" and "sampler" in est.reason
+
+    def test_from_stored_rows(self, rates_settings: Any) -> None:
+        _store(
+            [
+                _row(t, entries_added=a, entries_read=d, lag=lag)
+                for t, a, d, lag in _ticks(31, added=10, read=48, lag0=12_400)
+            ]
+        )
+        est = drain_estimate("s", "g", now=NOW)
+        assert est.kind == "drains" and est.window_s == 300
+        point = latest_point("s", "g")
+        assert point is not None and point.t == int(NOW)
+        assert point.produce_per_s == pytest.approx(10.0)
+        assert point.consume_per_s == pytest.approx(48.0, abs=0.2)
+
+
+class MarkerTests:
+    def test_audit_events_of_the_group_and_stream_in_range(
+        self, rates_settings: Any, django_user_model: Any
+    ) -> None:
+        user = make_user(django_user_model, "olga", "view_queues")
+        for action, group in (("retry", "g"), ("pause", "g"), ("retry", "other"), ("trim", "")):
+            AuditEvent.objects.create(
+                user=user,
+                username="olga",
+                action=action,
+                stream="s",
+                group=group,
+                entry_ids=["1-0", "2-0"] if action == "retry" else [],
+                result="ok",
+            )
+        AuditEvent.objects.create(username="olga", action="retry", stream="t", result="ok")
+        got = series("s", "g", 3600).markers
+        assert [(m.action, m.username) for m in got] == [
+            ("retry", "olga"),
+            ("pause", "olga"),
+            ("trim", "olga"),
+        ]
+        assert got[0].summary == "retry 2 entries"
+        assert len(series("s", "", 3600).markers) == 4
+        assert series("s", "g", 3600, now=time.time() - 7200).markers == []
+
+
+# --- the sampler, the lease, Redis 6.2 ------------------------------------------------------
+
+
+class SamplerTests:
+    def test_a_tick_stores_a_row_per_stream_and_group(
+        self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str
+    ) -> None:
+        make_group(r, stream, "g")
+        now_ms = int(time.time() * 1000)
+        _timed(r, stream, [now_ms - 40_000, now_ms - 20_000, now_ms - 5_000])
+        r.xreadgroup("g", "c", {stream: ">"}, count=1)
+        failed = IndexedFailure.objects.create(
+            failures_key="k",
+            source_id="1-0",
+            stream=stream,
+            group="g",
+            entry_id="1-0",
+            consumer="c",
+            attempt=1,
+            error_type="E",
+            message="m",
+            failed_at=datetime.now(UTC),
+        )
+        sampler = _sampler(r, prefix)
+        report = sampler.tick()
+        assert report is not None and (report.streams, report.groups, report.rows) == (1, 1, 2)
+        rows = {s.group: s for s in RateSample.objects.filter(tier=0, stream=stream)}
+        g, whole = rows["g"], rows[""]
+        assert (g.entries_added, g.entries_read, g.lag, g.pending) == (3, 1, 2, 1)
+        assert g.oldest_pending_age_s == pytest.approx(40.0, abs=2)
+        assert g.oldest_undelivered_age_s == pytest.approx(20.0, abs=2)
+        assert (g.failures, whole.failures) == (1, 1)
+        assert (whole.entries_added, whole.entries_read, whole.lag) == (3, None, 2)
+        assert failed.pk
+
+    def test_two_samplers_one_samples(
+        self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str
+    ) -> None:
+        make_group(r, stream, "g")
+        r.xadd(stream, {"n": "1"})
+        a = _sampler(r, prefix, interval_s=1.0)
+        b = _sampler(r, prefix, interval_s=1.0)
+        reports = []
+        for _ in range(3):
+            reports += [("a", a.tick()), ("b", b.tick())]
+        assert [who for who, rep in reports if rep is not None] == ["a", "a", "a"]
+        assert RateSample.objects.filter(tier=0, stream=stream, group="").count() == 3
+        assert a.lease.holder() == a.lease.token
+        a.stop()  # a process that stops hands over at once
+        assert b.tick() is not None and a.tick() is None
+        # A holder that dies is replaced once its lease expires (3 intervals).
+        r.pexpire(prefix + "lease", 1)
+        time.sleep(0.01)
+        assert a.tick() is not None and b.tick() is None
+
+    def test_web_thread_starts_with_a_request_and_samples(
+        self, rates_settings: Any, r: redis.Redis, stream: str, client: Client
+    ) -> None:
+        make_group(r, stream, "g")
+        r.xadd(stream, {"n": "1"})
+        rates_settings.ACKBOARD_SAMPLER = True
+        rates_settings.ACKBOARD_SAMPLER_INTERVAL_S = 0.2
+        r.delete(rates_sampler.LEASE_KEY)
+        try:
+            client.get(reverse("dashboard:healthz"))
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if RateSample.objects.filter(stream=stream).count() >= 4:
+                    break
+                time.sleep(0.1)
+            assert RateSample.objects.filter(stream=stream, group="g").count() >= 2
+        finally:
+            rates_sampler.stop()
+        assert r.get(rates_sampler.LEASE_KEY) is None  # released on stop
+
+    def test_no_thread_when_off(self, rates_settings: Any, client: Client) -> None:
+        rates_settings.ACKBOARD_SAMPLER = False
+        client.get(reverse("dashboard:healthz"))
+        assert rates_sampler._thread is None
+
+
+@pytest.fixture
+def r62() -> Iterator[redis.Redis]:
+    with engine("redis-6.2") as url:
+        client = redis.Redis.from_url(url)
+        assert client.info("server")["redis_version"].startswith("6.2")
+        yield client
+        client.close()
+
+
+class Redis62Tests:
+    def test_no_counters_no_rates_no_estimate(self, rates_settings: Any, r62: redis.Redis) -> None:
+        rates_settings.ACKBOARD_STREAMS = ("s62*",)
+        make_group(r62, "s62", "g")
+        sampler = Sampler(client=r62, interval_s=10)
+        for i in range(31):
+            r62.xadd("s62", {"n": str(i)})
+            assert sampler.tick(now=NOW - 300 + 10 * i) is not None
+        row = RateSample.objects.filter(stream="s62", group="g").latest("at")
+        assert (row.entries_added, row.entries_read, row.lag) == (None, None, None)
+        assert row.oldest_undelivered_age_s is not None  # lag in time needs no counter
+        got = series("s62", "g", 3600, now=NOW, markers=False)
+        assert got.counters is False and len(got.points) == 31
+        assert all(p.produce_per_s is None and p.consume_per_s is None for p in got.points)
+        est = drain_estimate("s62", "g", now=NOW)
+        assert (est.kind, est.text, est.net_per_s) == ("unknown", "", None)
+        assert est.reason == "rates need Redis 7+"
+
+
+# --- /metrics and the shipped rules ----------------------------------------------------------
+
+
+def _exported(body: bytes) -> set[str]:
+    names = set()
+    for family in text_string_to_metric_families(body.decode()):
+        names.update(s.name for s in family.samples)
+    return names
+
+
+def _metrics_body(
+    rates_settings: Any,
+    r: redis.Redis,
+    stream: str,
+    prefix: str,
+    client: Client,
+    django_user_model: Any,
+) -> bytes:
+    make_group(r, stream, "g")
+    for i in range(3):
+        r.xadd(stream, {"n": str(i)})
+    r.xreadgroup("g", "c", {stream: ">"}, count=1)
+    assert _sampler(r, prefix).tick() is not None
+    client.force_login(make_user(django_user_model, "viewer", "view_queues"))
+    response = client.get(reverse("dashboard:metrics"))
+    assert response.status_code == 200
+    return response.content
+
+
+def _referenced(text: str) -> set[str]:
+    return set(re.findall(r"\b(ackboard_[a-z_]+)\b", text))
+
+
+class MetricsTests:
+    def test_counters_and_gauge(
+        self,
+        rates_settings: Any,
+        r: redis.Redis,
+        stream: str,
+        prefix: str,
+        client: Client,
+        django_user_model: Any,
+    ) -> None:
+        body = _metrics_body(rates_settings, r, stream, prefix, client, django_user_model)
+        families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+        assert families["ackboard_stream_entries_added"].type == "counter"
+        assert families["ackboard_group_entries_read"].type == "counter"
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families.values()
+            for s in f.samples
+        }
+        g = (("group", "g"), ("stream", stream))
+        assert samples[("ackboard_stream_entries_added_total", (("stream", stream),))] == 3
+        assert samples[("ackboard_group_entries_read_total", g)] == 1
+        assert samples[("ackboard_group_oldest_undelivered_age_seconds", g)] >= 0
+        assert set(rates_metrics.METRIC_NAMES) <= _exported(body)
+
+    def test_every_metric_the_rules_and_dashboard_name_is_exported(
+        self,
+        rates_settings: Any,
+        r: redis.Redis,
+        stream: str,
+        prefix: str,
+        client: Client,
+        django_user_model: Any,
+    ) -> None:
+        # A stream with a dead letter, pending, lag and a stuck consumer exports every family.
+        body = _metrics_body(rates_settings, r, stream, prefix, client, django_user_model)
+        exported = _exported(body)
+        rules_text = (ROOT / "deploy/prometheus/ackboard-alerts.yml").read_text()
+        rules = yaml.safe_load(rules_text)
+        exprs = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
+        alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
+        assert {
+            "AckboardGroupStalled",
+            "AckboardLagGrowing",
+            "AckboardOldestUndeliveredTooOld",
+            "AckboardDeadLettersGrowing",
+            "AckboardNoLiveConsumer",
+        } <= alerts
+        in_rules = set().union(*(_referenced(e) for e in exprs))
+        dashboard = json.loads((ROOT / "deploy/grafana/ackboard-dashboard.json").read_text())
+        grafana_exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+        grafana_exprs += [v["query"] for v in dashboard["templating"]["list"]]
+        in_grafana = set().union(*(_referenced(e) for e in grafana_exprs))
+        assert len(in_rules) >= 6 and len(in_grafana) >= 10
+        assert in_rules - exported == set()
+        assert in_grafana - exported == set()

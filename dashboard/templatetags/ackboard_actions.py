@@ -101,6 +101,22 @@ EXPLAIN: dict[str, str] = {
         "Purge deletes every dead letter of this stream for good, and nothing at all if "
         "anything was dead-lettered since this page loaded."
     ),
+    "create-group": (
+        "Create group makes a consumer group on this stream; its workers get the entries "
+        "after the position chosen (the start: all of them; the end: only new ones)."
+    ),
+    "delete-group": (
+        "Delete group destroys {group}, its consumers and its pending entries (which are "
+        "never run); the stream's entries and other groups are untouched. It cannot be undone."
+    ),
+    "reset-position": (
+        "Reset position moves where {group} reads from: entries after it are delivered (again), "
+        "entries before it are skipped. The audit row keeps the position before, to undo it."
+    ),
+    "trim": (
+        "Trim deletes the stream's entries older than the id or time given, for every group; "
+        "never what a group still needs (pending or not delivered yet) unless forced."
+    ),
 }
 
 

@@ -3,17 +3,39 @@
 Owns the three small queries behind the group page's "last failure" column, the entry
 page's attempt history and the overview's failures per hour. Each is one indexed SQL
 query; none touches Redis or writes.
+
+``last_failures`` runs on every group page and every push of its pending table, so it is
+one SQL statement written once per process (the ORM compiled its window query afresh on
+each call: about 1.2 ms of Python for a 0.07 ms query).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 
-from django.db.models import Count, F, Window
-from django.db.models.functions import RowNumber
+from django.db import connection
+from django.db.models import Count
 
 from dashboard.models import IndexedFailure
+
+
+@lru_cache(maxsize=64)
+def _last_failures_sql(vendor: str, count: int) -> str:
+    """The newest message per entry among ``count`` ids: a window over the rows the
+    ``(stream, entry_id)`` index finds. Names are quoted by the backend ("group" is a
+    reserved word); values are always parameters. Cached per database vendor and count."""
+    q = connection.ops.quote_name
+    table = q(IndexedFailure._meta.db_table)
+    ids = ", ".join(["%s"] * count)
+    return (
+        f"SELECT {q('entry_id')}, {q('message')} FROM ("
+        f"SELECT {q('entry_id')}, {q('message')}, ROW_NUMBER() OVER ("
+        f"PARTITION BY {q('entry_id')} ORDER BY {q('failed_at')} DESC, {q('id')} DESC) AS rk "
+        f"FROM {table} WHERE {q('stream')} = %s AND {q('group')} = %s "
+        f"AND {q('entry_id')} IN ({ids})) latest WHERE rk = 1"
+    )
 
 
 def last_failures(*, stream: str, group: str, entry_ids: Sequence[str]) -> dict[str, str]:
@@ -21,22 +43,14 @@ def last_failures(*, stream: str, group: str, entry_ids: Sequence[str]) -> dict[
 
     One query on the ``(stream, entry_id)`` index; a window function keeps one row per
     entry, so a poison entry with many attempts costs index reads, not transferred rows.
+    Ties on ``failed_at`` go to the newer row (higher id), as the model's ordering.
     """
-    if not entry_ids:
+    ids = list(dict.fromkeys(entry_ids))
+    if not ids:
         return {}
-    latest = (
-        IndexedFailure.objects.filter(stream=stream, group=group, entry_id__in=list(entry_ids))
-        .annotate(
-            rank=Window(
-                RowNumber(),
-                partition_by=[F("entry_id")],
-                order_by=[F("failed_at").desc(), F("id").desc()],
-            )
-        )
-        .filter(rank=1)
-        .values_list("entry_id", "message")
-    )
-    return dict(latest)
+    with connection.cursor() as cursor:
+        cursor.execute(_last_failures_sql(connection.vendor, len(ids)), [stream, group, *ids])
+        return dict(cursor.fetchall())
 
 
 def failure_history(*, stream: str, entry_id: str, limit: int = 1000) -> list[IndexedFailure]:

@@ -1,0 +1,137 @@
+"""Rates with real workers: ``manage.py queue_worker --processes 2`` consume while the test
+produces at a known rate and the real sampler ticks every second.
+
+Phase 1 (workers keep up, 20 entries/s for 16 s): the stored produce and consume rates
+are within 15% of 20/s and the drain estimate is "drains". Phase 2 (the workers are
+stopped with SIGTERM; production goes on for 12 s): the estimate is "growing" by 20/s
+(within 15%), and the sampled lag in time is the age of the first entry the test produced
+that no worker received, from the test's own clock at XADD (within 0.3 s).
+
+The sampler runs in the test process (``Sampler.tick`` every ``INTERVAL`` seconds) so the
+rows land in the test's database; the workers and the producer are what it measures.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from dashboard.rates.models import RateSample
+from dashboard.rates.sampler import Sampler
+from dashboard.rates.series import drain_estimate, series
+from tests.factories import make_group
+from tests.integration.test_worker_fleet import Fleet, all_reading, fleet_start  # noqa: F401
+from tests.queue_core.worker.helpers import wait_until
+
+pytestmark = [pytest.mark.django_db, pytest.mark.one_engine]
+
+RATE = 20.0  # entries per second the test produces
+INTERVAL = 1.0  # the sampler's interval in this test (ACKBOARD_SAMPLER_INTERVAL_S)
+RATE_TOLERANCE = 0.15  # stored rates within 15% of RATE
+AGE_TOLERANCE_S = 0.3  # lag in time vs the test's clock at XADD
+
+
+class Producer(threading.Thread):
+    """XADDs one entry every 1/RATE s on a fixed schedule; records (id, time.time())."""
+
+    def __init__(self, r: redis.Redis, stream: str) -> None:
+        super().__init__(daemon=True)
+        self.r, self.stream = r, stream
+        self.added: list[tuple[str, float]] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        start = time.monotonic()
+        n = 0
+        while not self.stopping.is_set():
+            due = start + n / RATE
+            pause = due - time.monotonic()
+            if pause > 0:
+                self.stopping.wait(pause)
+            at = time.time()
+            entry_id = self.r.xadd(self.stream, {"n": str(n)}).decode()
+            self.added.append((entry_id, at))
+            n += 1
+
+
+@pytest.fixture
+def producer(r: redis.Redis, stream: str) -> Iterator[Producer]:
+    p = Producer(r, stream)
+    yield p
+    p.stopping.set()
+    p.join(5)
+
+
+def sample_for(sampler: Sampler, seconds: float, check: Callable[[], None] | None = None) -> None:
+    """Tick every INTERVAL for ``seconds`` (a missed tick fails the test)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        began = time.monotonic()
+        assert sampler.tick() is not None, "the test's sampler lost its lease"
+        if check:
+            check()
+        time.sleep(max(0.0, INTERVAL - (time.monotonic() - began)))
+
+
+def test_rates_drains_then_growing_and_the_time_lag(
+    settings: Any,
+    r: redis.Redis,
+    stream: str,
+    prefix: str,
+    redis_url: str,
+    fleet_start: Callable[..., Fleet],  # noqa: F811
+    producer: Producer,
+) -> None:
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+    settings.ACKBOARD_SAMPLER_INTERVAL_S = INTERVAL
+    make_group(r, stream, "g", start="$")
+    fleet = fleet_start(stream, processes=2)
+    wait_until(all_reading(fleet, 2), timeout=60, what="both workers reading")
+    sampler = Sampler(client=r, interval_s=INTERVAL, lease_key=prefix + "lease")
+
+    # Phase 1: the workers keep up.
+    producer.start()
+    sample_for(sampler, 16)
+    kept_up = drain_estimate(stream, "g", window_s=12)
+    assert kept_up.kind == "drains", kept_up
+    assert kept_up.produce_per_s == pytest.approx(RATE, rel=RATE_TOLERANCE)
+    assert kept_up.consume_per_s == pytest.approx(RATE, rel=RATE_TOLERANCE)
+    chart = series(stream, "g", 3600, markers=False)
+    rated = [p for p in chart.points if p.produce_per_s is not None]
+    assert len(rated) >= 12
+    produce = sum(p.produce_per_s for p in rated) / len(rated)  # type: ignore[misc]
+    consume = sum(p.consume_per_s for p in rated) / len(rated)  # type: ignore[misc]
+    assert produce == pytest.approx(RATE, rel=RATE_TOLERANCE)
+    assert consume == pytest.approx(RATE, rel=RATE_TOLERANCE)
+
+    # Phase 2: the workers stop; production goes on.
+    fleet.proc.send_signal(signal.SIGTERM)
+    assert fleet.wait(30) == 0
+    stopped_at = time.monotonic()
+    sample_for(sampler, 12)
+    behind = drain_estimate(stream, "g", window_s=10)
+    assert behind.kind == "growing", behind
+    assert behind.net_per_s == pytest.approx(-RATE, rel=RATE_TOLERANCE)
+    assert behind.text.endswith("growing by 20/s")
+    assert time.monotonic() - stopped_at >= 10
+
+    # Lag in time: the first entry the test produced that no worker received.
+    last_delivered = r.xinfo_groups(stream)[0]["last-delivered-id"].decode()
+    added = list(producer.added)
+    first_waiting = next(
+        (entry_id, at)
+        for entry_id, at in added
+        if tuple(map(int, entry_id.split("-"))) > tuple(map(int, last_delivered.split("-")))
+    )
+    row = RateSample.objects.filter(tier=0, stream=stream, group="g").latest("at")
+    expected_age = row.at - first_waiting[1]
+    assert expected_age > 10  # it has waited since the workers stopped
+    assert row.oldest_undelivered_age_s == pytest.approx(expected_age, abs=AGE_TOLERANCE_S)
+    assert row.lag is not None and row.lag == pytest.approx(RATE * expected_age, rel=0.1)

@@ -13,6 +13,7 @@ Forms never touch Redis, never check permissions and never call a service: the v
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -53,9 +54,6 @@ class PositionForm(TargetForm):
             raise ValidationError(self.position_missing)
         return kind if kind in ("start", "end") else _utc(kind)
 
-    def clean_at(self) -> Any:
-        return self.cleaned_data["at"]
-
     def parsed_position(self) -> admin.Position:
         """The position posted, or a ValidationError that says what is wrong with it."""
         text = self.position_text()
@@ -73,12 +71,13 @@ class PositionForm(TargetForm):
 
 
 def _utc(text: str) -> str:
-    """A date-time without a zone, as an <input> posts it, read as UTC ("Z" added)."""
-    if "T" in text and not text.endswith(("Z", "z")) and "+" not in text[10:]:
-        tail = text[10:]
-        if "-" not in tail:  # no "-hh:mm" offset either
-            return text + "Z"
-    return text
+    """A date and time without a zone, as a page's field posts it, read as UTC ("Z"
+    added); anything else as given, for ``admin.position_parse`` to read or refuse."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    return text + "Z" if moment.tzinfo is None and len(text) > 10 else text
 
 
 class CreateGroupForm(PositionForm):
@@ -196,6 +195,8 @@ def trim_minid(text: str) -> str:
         parsed = admin.position_parse(_utc(text))
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
-    if parsed.kind not in ("id", "time"):
+    if parsed.kind == "time" and parsed.time_ms is not None:
+        return f"{parsed.time_ms}-0"
+    if parsed.kind != "id":
         raise ValidationError("Trim needs an id or a time (UTC), not start or end.")
     return parsed.id

@@ -569,13 +569,3 @@ def last_reset(*, stream: str, group: str) -> AuditEvent | None:
         .order_by("-id")
         .first()
     )
-
-
-__all__ = [
-    "DRY_RUNS",
-    "PATTERNS",
-    "ROWS",
-    "last_reset",
-    "reset_dry_run",
-    "trim_dry_run",
-]

@@ -316,7 +316,8 @@ class Sampler:
         at = time.time() if now is None else now
         since = self.last_at if self.last_at is not None else at - self.interval_s
         rows = _rows(counters, at, _failures_since(since, at))
-        RateSample.objects.bulk_create(rows, batch_size=500)
+        with transaction.atomic():  # one commit (one fsync) for the whole tick
+            RateSample.objects.bulk_create(rows, batch_size=500)
         self.last_at = at
         self.ticks += 1
         if self.rolled_at is None or at - self.rolled_at >= ROLLUP_EVERY_S:

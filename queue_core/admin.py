@@ -39,6 +39,7 @@ from typing import Any, Literal
 import redis
 
 from queue_core.connection import Client
+from queue_core.control import HEARTBEAT_STALE_MS
 from queue_core.errors import action_refusal, not_a_group
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
@@ -59,9 +60,6 @@ from queue_core.validation import (
     name_check,
 )
 
-#: A heartbeat is live while ``now_ms - seen_ms`` is at most this (the contract's
-#: ``queue_core.control.HEARTBEAT_STALE_MS``: five missed 2 s heartbeats).
-HEARTBEAT_STALE_MS = 10_000
 #: The dashboard's default ``ACKBOARD_STUCK_AFTER_MS``: a consumer without a live
 #: heartbeat whose ``idle`` is below it is taken as live (``queue_core.health``).
 SEEN_WITHIN_MS = 60_000

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from queue_core import admin
 from queue_core.admin import (
@@ -621,3 +624,56 @@ class Redis62Tests:
         assert trim_preview(client=r62, stream=stream, minid="3000-0").floor_reason == "undelivered"
         assert group_delete(client=r62, stream=stream, group="end", expected_pending=2,
                             acknowledge=True).pending_dropped == 2  # fmt: skip
+
+
+# --- counting, against a brute force ------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    added=st.sets(st.integers(1, 40), max_size=25),
+    deleted=st.sets(st.integers(1, 40)),
+    before=st.integers(0, 45),
+    after=st.integers(0, 45),
+    minid=st.integers(0, 45),
+    budget=st.integers(1, 30),
+)
+def test_preview_entries_read_and_trim_counts(
+    r: redis.Redis, prefix: str, added: set[int], deleted: set[int], before: int,
+    after: int, minid: int, budget: int,
+) -> None:  # fmt: skip
+    stream = f"{prefix}{uuid.uuid4().hex[:8]}"
+    for ms in sorted(added | {41}):  # 41: the stream is never empty
+        r.xadd(stream, {"n": str(ms)}, id=f"{ms}-0")
+    gone = deleted & added
+    if gone:
+        r.xdel(stream, *[f"{ms}-0" for ms in gone])
+    left = sorted((added | {41}) - gone)
+    r.xgroup_create(stream, "g", id=f"{before}-0")
+
+    def between(low: int, high: int) -> int:  # entries left in (low, high]
+        return sum(1 for ms in left if low < ms <= high)
+
+    diff = position_preview(client=r, stream=stream, group="g",
+                            position=Position("id", f"{after}-0"), budget=budget)  # fmt: skip
+    true_redeliver, true_skip = between(after, before), between(before, after)
+    assert diff.redeliver == min(true_redeliver, budget + 1)
+    assert diff.skip == min(true_skip, budget + 1)
+    assert diff.exact == (max(true_redeliver, true_skip) <= budget)
+
+    read, _ = admin.entries_read_at(r, stream, f"{after}-0", budget=budget)
+    total_added = len(added | {41})
+    after_left = [ms for ms in left if ms > after]
+    hole = any(after < ms and after_left and ms > after_left[0] for ms in gone)
+    if read is not None:
+        assert read == total_added - len(after_left)
+        assert not hole
+    elif not hole:  # unknown only when both walks ran out of budget
+        assert len(after_left) > budget and len(left) - len(after_left) > budget
+
+    plan = trim_preview(client=r, stream=stream, minid=f"{minid}-0", budget=budget)
+    below = sum(1 for ms in left if ms < minid)
+    assert (plan.would_delete, plan.exact) == (min(below, budget + 1), below <= budget)
+    assert plan.floor_id == f"{before}-1"  # nothing pending: the first undelivered id
+    assert plan.past_floor == any(before < ms < minid for ms in left)

@@ -55,6 +55,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "bulk-action": ("POST", "action"),
     "dlq-purge": ("POST", "action"),
     "dlq-action": ("POST", "action"),
+    "reset-preview": ("POST", "action"),  # dry runs (test_group_admin.py)
+    "trim-preview": ("POST", "action"),
     "api-action": ("POST", "token"),
     "api-bulk": ("POST", "token"),
     "api-whoami": ("GET", "token"),
@@ -186,6 +188,8 @@ def _action_urls(w: World) -> dict[str, str]:
         "bulk-action": f"/streams/{s}/groups/{g}/bulk/retry/",
         "dlq-purge": f"/streams/{s}/dlq/purge/",
         "dlq-action": f"/streams/{s}/dlq/{w.dlq_id}/delete/",
+        "reset-preview": f"/streams/{s}/groups/{g}/preview/reset-position/",
+        "trim-preview": f"/streams/{s}/preview/trim/",
     }
 
 
@@ -510,6 +514,8 @@ def _valid_forms(w: World) -> dict[str, dict[str, str]]:
         "bulk-action": {"snapshot_id": "9-0", "ids": w.entry_id, "confirm": "1"},
         "dlq-purge": {"confirm_name": w.stream, "expected_length": "1", "newest_id": w.dlq_id},
         "dlq-action": {},
+        "reset-preview": {"position": "start"},
+        "trim-preview": {"minid": "1-0"},
     }
 
 

@@ -677,3 +677,32 @@ def test_preview_entries_read_and_trim_counts(
     assert (plan.would_delete, plan.exact) == (min(below, budget + 1), below <= budget)
     assert plan.floor_id == f"{before}-1"  # nothing pending: the first undelivered id
     assert plan.past_floor == any(before < ms < minid for ms in left)
+
+
+# --- Redis Cluster: every script's keys share the stream's slot -----------------------------
+
+
+class ClusterTests:
+    @pytest.mark.parametrize("name", ["orders", "{tenant}orders"])
+    def test_every_service_runs_on_a_cluster(self, rc: Any, cprefix: str, name: str) -> None:
+        stream = name.replace("{tenant}", "{" + cprefix + "t}") if "{" in name else cprefix + name
+        numbered(rc, stream, 10)
+        group_create(client=rc, stream=stream, group="g", position=position_parse("4000"))
+        rc.xreadgroup("g", "dead", {stream: ">"}, count=3)  # 5000-0..7000-0 pending
+        rc.xreadgroup("g", "live", {stream: ">"}, count=1)
+        heartbeat(rc, stream, "g", "live", seen_ms=now_ms())
+        retired = consumer_retire(client=rc, stream=stream, group="g", consumer="dead",
+                                  to_consumer="live", now_ms=now_ms())  # fmt: skip
+        assert (retired.moved, retired.deleted) == (3, True)
+        rc.xgroup_createconsumer(stream, "g", "idle")
+        assert idle_consumers_retire(client=rc, stream=stream, group="g", names=["idle"],
+                                     idle_ms=0, now_ms=now_ms()) == ["idle"]  # fmt: skip
+        rc.set(stream_keys(stream).pause("g"), "{}")
+        diff = position_reset(client=rc, stream=stream, group="g", position=position_parse("end"),
+                              expected_before_id="8000-0", seen_within_ms=0)  # fmt: skip
+        assert (diff.after_id, diff.lag) == ("10000-0", 0)
+        with pytest.raises(Refused, match="past the floor 5000-0"):
+            stream_trim(client=rc, stream=stream, minid="9000", force=False)
+        assert stream_trim(client=rc, stream=stream, minid="5000", force=False).deleted == 4
+        assert group_delete(client=rc, stream=stream, group="g", expected_pending=4,
+                            acknowledge=True).pending_dropped == 4  # fmt: skip

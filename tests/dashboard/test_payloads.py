@@ -359,3 +359,34 @@ class HostilePageTests:
         assert response.status_code == 200
         withheld = response.content.decode().count(f"(JSON-like, {len(doc)} bytes: too large")
         assert withheld == 6 - payloads.PAGE_JSON_BYTES // len(doc)
+
+
+class PreviewCacheTests:
+    """Previews are cached by content; the cache never changes what a preview says."""
+
+    def test_the_cached_line_is_the_computed_one(self) -> None:
+        fields = ((b"payload", b'{"order": 7, "password": "hunter2"}'), (b"n", b"1"))
+        first = payloads.preview(fields)
+        computed = payloads._preview(fields, payloads.PREVIEW_CHARS)
+        assert payloads.preview(fields) == first == computed
+        assert "hunter2" not in first
+
+    def test_a_new_redaction_pattern_is_not_served_an_old_line(self, settings: Any) -> None:
+        fields = ((b"sku", b"A-1"), (b"note", b"fragile"))
+        settings.ACKBOARD_REDACT_PATTERN = "password"
+        assert payloads.preview(fields) == "sku=A-1 note=fragile"
+        settings.ACKBOARD_REDACT_PATTERN = "note"
+        assert payloads.preview(fields) == f"sku=A-1 note={payloads.REDACTED}"
+
+    def test_other_fields_or_width_are_other_lines(self) -> None:
+        assert payloads.preview(((b"a", b"1"),)) != payloads.preview(((b"a", b"2"),))
+        long = ((b"v", b"x" * 300),)
+        assert len(payloads.preview(long, chars=20)) == 20
+        assert len(payloads.preview(long, chars=40)) == 40
+
+    def test_large_and_unhashable_entries_are_shown_uncached(self) -> None:
+        before = payloads._preview_cached.cache_info().currsize
+        big = ((b"v", b"y" * (payloads.PREVIEW_CACHE_BYTES + 1)),)
+        assert payloads.preview(big).startswith("v=yyy")
+        assert payloads.preview([[b"k", b"v"]]) == "k=v"  # type: ignore[list-item]
+        assert payloads._preview_cached.cache_info().currsize == before

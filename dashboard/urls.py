@@ -12,6 +12,7 @@ from dashboard.views import admin_actions, fleet_actions
 from dashboard.views import api as api_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views
+from dashboard.views import charts as chart_views
 from dashboard.views import failure_search as failure_views
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
@@ -79,6 +80,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     # Routes of their own (previews, dry runs, partials) of the fleet and admin actions.
     *fleet_actions.PATTERNS,
     *admin_actions.PATTERNS,
+    *chart_views.patterns(),  # the rate charts' data (issue 13)
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
     re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
     re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),

@@ -35,6 +35,7 @@ from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
 from dashboard.templatetags.ackboard import human_ms
+from dashboard.views import charts
 from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client
@@ -343,6 +344,7 @@ def stream_context(*, client: Client, stream: str, before: str | None = None) ->
         "groups": detail.groups,
         "entries": _entry_rows(detail.entries.entries),
         "entry_page": detail.entries,
+        **charts.stream_rates_context(stream=stream),  # rates (issue 13): SQL only
     }
 
 
@@ -411,6 +413,8 @@ def group_context(
         "first_query": filters.query(None),
         "idle_presets": IDLE_PRESETS,
         "scan_budget": selectors.IDLE_SCAN_BUDGET,
+        # Rates (issue 13): the drain estimate and the chart's live point (SQL only).
+        **charts.group_rates_context(stream=stream, group=group),
     }
 
 

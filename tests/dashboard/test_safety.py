@@ -50,6 +50,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "audit-csv": ("GET", "read"),
     "metrics": ("GET", "read"),  # or a bearer token: OpsTests cover it
     "healthz": ("GET", "open"),
+    "stream-chart-data": ("GET", "read"),  # chart JSON (test_charts.py)
+    "group-chart-data": ("GET", "read"),
     "favicon": ("GET", "open"),  # a redirect to the static SVG (test_favicon.py)
     "entry-action": ("POST", "action"),
     "bulk-action": ("POST", "action"),

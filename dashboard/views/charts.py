@@ -1,0 +1,230 @@
+"""Charts and rates on the stream and group pages (issue 13): the chart-data endpoint and
+the small view rows the pages' rate partials read.
+
+Owns ``RANGES`` (1 h, 6 h, 24 h, 7 d), the JSON a chart draws (``chart_payload``: one
+column per figure, uPlot's own layout, so the browser copies nothing), the live point a
+pushed partial carries (``point_attr``) and the rates context the group and stream pages
+add to theirs (``group_rates_context``, ``stream_rates_context``), so a page and its live
+push never differ.
+
+It never reads Redis and never writes anything: figures come from the sampler's stored,
+downsampled series and the audit trail (``dashboard.rates.series``, SQL only), so a chart
+costs the same whatever the queue's size. A 7-day range reads the 10-minute tier (about
+1,000 rows); ``benchmarks/charts.py`` times it.
+
+Honesty: a figure the sampler could not know (Redis older than 7 keeps no entries-added /
+entries-read counters) is ``null`` in the JSON and the chart says "rates need Redis 7+";
+with fewer than ``MIN_POINTS`` points in range nothing is drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import URLPattern, URLResolver, path, reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from dashboard.converters import name_problem
+from dashboard.permissions import queues_view_required
+from dashboard.rates.series import Estimate, Point, drain_estimate, latest_point, series
+from queue_core.keys import stream_visible
+
+#: The ranges a chart offers: query value -> seconds. The first is the default.
+RANGES: dict[str, int] = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 24 * 3600}
+DEFAULT_RANGE = "1h"
+#: Fewer points than this in a range draw nothing: one point is not a trend.
+MIN_POINTS = 2
+#: The figures of a point, in the order of the JSON columns (``Point``'s field names).
+FIGURES = (
+    "produce_per_s",
+    "consume_per_s",
+    "lag",
+    "oldest_pending_s",
+    "undelivered_s",
+    "failures_per_min",
+)
+#: What the chart says instead of a figure it cannot know.
+NEEDS_REDIS_7 = (
+    "Rates need Redis 7+: this server keeps no entries-added / entries-read counters, "
+    "so no produce or consume rate is shown."
+)
+TOO_LITTLE = "Not enough history yet: the sampler has {n} point{s} in this range."
+
+
+def _number(value: float | int | None) -> float | int | None:
+    """A JSON-safe figure: None stays None (never 0), NaN and infinities become None."""
+    if value is None:
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return round(value, 3)
+    return value
+
+
+def point_dict(point: Point) -> dict[str, Any]:
+    """One point as the chart reads it: ``{"t": …, "produce_per_s": …, …}``."""
+    out: dict[str, Any] = {"t": int(point.t)}
+    for name in FIGURES:
+        out[name] = _number(getattr(point, name))
+    return out
+
+
+def point_attr(point: Point | None) -> str:
+    """The live point as a data attribute's JSON (escaped by the template), '' for none."""
+    return "" if point is None else json.dumps(point_dict(point), separators=(",", ":"))
+
+
+def chart_payload(*, stream: str, group: str, range_name: str) -> dict[str, Any]:
+    """The chart of ``stream`` (``group`` "" for the stream's own row) over a range.
+
+    Columns: ``t`` (epoch s) and one list per figure, ``null`` where unknown; ``markers``
+    are the operator actions in range from the audit trail. ``note`` says why nothing or
+    less is drawn (too little data, Redis older than 7), else "". Cost: what
+    ``dashboard.rates.series.series`` reads (one tier, SQL), then O(points) here.
+    """
+    range_s = RANGES[range_name]
+    s = series(stream, group, range_s)
+    points = s.points
+    counters = s.counters
+    enough = len(points) >= MIN_POINTS
+    note = ""
+    if not enough:
+        n = len(points)
+        note = TOO_LITTLE.format(n=n, s="" if n == 1 else "s")
+    elif not counters:
+        note = NEEDS_REDIS_7
+    columns: dict[str, list[Any]] = {name: [] for name in FIGURES}
+    times: list[int] = []
+    if enough:
+        for p in points:
+            times.append(int(p.t))
+            for name in FIGURES:
+                columns[name].append(_number(getattr(p, name)))
+    return {
+        "stream": stream,
+        "group": group,
+        "range": range_name,
+        "range_s": range_s,
+        "step_s": s.step_s,
+        "enough": enough,
+        "counters": counters,
+        "note": note,
+        "t": times,
+        "series": columns,
+        "markers": [
+            {
+                "t": int(m.t),
+                "action": m.action,
+                "username": m.username,
+                "summary": m.summary,
+            }
+            for m in s.markers
+        ],
+    }
+
+
+# --- what the pages add to their context ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RatesView:
+    """A page's rates: the drain estimate (group pages), the live point, the chart's URL."""
+
+    chart_url: str
+    ranges: tuple[str, ...]
+    default_range: str
+    point: str
+    estimate: Estimate | None
+
+
+def _chart_url(stream: str, group: str) -> str:
+    if group:
+        return reverse("dashboard:group-chart-data", args=[stream, group])
+    return reverse("dashboard:stream-chart-data", args=[stream])
+
+
+def group_rates_context(*, stream: str, group: str) -> dict[str, Any]:
+    """The group page's rates (and its live push's): two small SQL reads, no Redis."""
+    return {
+        "rates": RatesView(
+            chart_url=_chart_url(stream, group),
+            ranges=tuple(RANGES),
+            default_range=DEFAULT_RANGE,
+            point=point_attr(latest_point(stream, group)),
+            estimate=drain_estimate(stream, group),
+        )
+    }
+
+
+def stream_rates_context(*, stream: str) -> dict[str, Any]:
+    """The stream page's rates: its own row (produce rate, failures), no estimate."""
+    return {
+        "rates": RatesView(
+            chart_url=_chart_url(stream, ""),
+            ranges=tuple(RANGES),
+            default_range=DEFAULT_RANGE,
+            point=point_attr(latest_point(stream, "")),
+            estimate=None,
+        )
+    }
+
+
+# --- the endpoint -----------------------------------------------------------------------
+
+
+def _json_error(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def _checked(
+    view: Callable[[HttpRequest, str, str], HttpResponse],
+) -> Callable[..., HttpResponse]:
+    """Names and range checked before the view runs: 400 with the reason for a malformed
+    one, 404 for a stream outside the allowlist (or a companion), never a 500."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, stream: str, group: str = "") -> HttpResponse:
+        for value, what in ((stream, "stream"), (group, "group")):
+            if what == "group" and not group:
+                continue
+            problem = name_problem(value)
+            if problem is not None:
+                return _json_error(400, f"That {what} name cannot be opened here ({problem}).")
+        if not stream_visible(stream, tuple(settings.ACKBOARD_STREAMS)):
+            return _json_error(404, "No such stream here.")
+        return view(request, stream, group)
+
+    return wrapper
+
+
+@require_GET
+@never_cache
+@queues_view_required
+@_checked
+def chart_data(request: HttpRequest, stream: str, group: str = "") -> HttpResponse:
+    """``GET …/chart/?range=1h|6h|24h|7d``: the chart's JSON (``chart_payload``)."""
+    range_name = request.GET.get("range", DEFAULT_RANGE)
+    if range_name not in RANGES:
+        return _json_error(400, "Range must be one of " + ", ".join(RANGES) + ".")
+    return JsonResponse(chart_payload(stream=stream, group=group, range_name=range_name))
+
+
+def patterns() -> list[URLPattern | URLResolver]:
+    """The routes, built when ``dashboard.urls`` asks (after it registers ``<name:…>``)."""
+    return [
+        path("streams/<name:stream>/chart/", chart_data, name="stream-chart-data"),
+        path(
+            "streams/<name:stream>/groups/<name:group>/chart/",
+            chart_data,
+            name="group-chart-data",
+        ),
+    ]

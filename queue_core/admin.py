@@ -73,7 +73,7 @@ _NEVER_LIVE = (OPERATOR_CONSUMER, PARKING_CONSUMER)
 #: ``--min-idle-ms`` is at most a day takes them on its next XAUTOCLAIM sweep.
 RETIRE_DUE_IDLE_MS = 24 * 3600 * 1000
 #: Pending entries moved per script run (Redis is blocked for one chunk at most).
-RETIRE_CHUNK = 1000
+RETIRE_CHUNK = 250
 #: Passes over a retiring consumer's entries before giving up ("holds entries"): a pass
 #: that moved nothing, or this many, means entries keep arriving or cannot be moved.
 RETIRE_PASSES = 5

@@ -58,7 +58,7 @@ class CountingConnection(redis.Connection):
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         CountingConnection.sent += 1
-        super().send_packed_command(command, check_health)
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
 
 def counting_client(url: str) -> redis.Redis:
@@ -115,7 +115,7 @@ def fill(client: redis.Redis, n: int) -> list[str]:
             pipe.xadd(name, {"n": str(j), "payload": f'{{"order": {j}}}'})
     pipe.execute()
     for name in names:
-        got = client.xreadgroup("g", "c", {name: ">"}, count=60)
+        got: Any = client.xreadgroup("g", "c", {name: ">"}, count=60)
         ids = [entry_id for entry_id, _ in got[0][1]]
         client.xack(name, "g", *ids[:50])
     return names

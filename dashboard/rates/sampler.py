@@ -38,11 +38,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import redis
 from django.conf import settings
 from django.core.signals import request_started
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 from django.db.models import Count, Max
 from redis.exceptions import RedisClusterException
 
@@ -218,15 +219,15 @@ def _max(a: float | None, b: float | None) -> float | None:
     return a if b is None else max(a, b)
 
 
-def downsample(level: int, rows: Sequence[tuple[object, ...]]) -> list[RateSample]:
+def downsample(level: int, rows: Sequence[tuple[Any, ...]]) -> list[RateSample]:
     """Tier ``level`` rows from rows of the tier below (``_ROLL_FIELDS`` order, by time):
     per series and bucket, the LAST sample's counters and point-in-time figures (its
     ``at`` too), the MAX of the ages and the SUM of the failures."""
     step = TIERS[level].step_s
-    buckets: dict[tuple[object, object, int], RateSample] = {}
+    buckets: dict[tuple[str, str, int], RateSample] = {}
     for row in rows:
         stream, group, at, added, read, lag, pending, oldest, waiting, dead, failures = row
-        key = (stream, group, int(at // step))  # type: ignore[operator]
+        key = (stream, group, int(at // step))
         got = buckets.get(key)
         if got is None:
             got = buckets[key] = RateSample(tier=level, stream=stream, group=group, failures=None)
@@ -234,10 +235,10 @@ def downsample(level: int, rows: Sequence[tuple[object, ...]]) -> list[RateSampl
         got.at = at
         got.entries_added, got.entries_read, got.lag = added, read, lag
         got.pending, got.dead_letters = pending, dead
-        got.oldest_pending_age_s = _max(got.oldest_pending_age_s, oldest)  # type: ignore[arg-type]
-        got.oldest_undelivered_age_s = _max(got.oldest_undelivered_age_s, waiting)  # type: ignore[arg-type]
+        got.oldest_pending_age_s = _max(got.oldest_pending_age_s, oldest)
+        got.oldest_undelivered_age_s = _max(got.oldest_undelivered_age_s, waiting)
         if failures is not None:
-            got.failures = (got.failures or 0) + failures  # type: ignore[operator]
+            got.failures = (got.failures or 0) + failures
     return list(buckets.values())
 
 
@@ -389,7 +390,7 @@ def run_loop(state: _SamplerThread) -> None:
         state.wake.clear()
     if state.sampler is not None:
         state.sampler.stop()
-    close_old_connections()
+    connections.close_all()  # this thread's own database connections
 
 
 _lock = threading.Lock()

@@ -27,8 +27,9 @@ from dashboard.models import AuditEvent, IndexedFailure
 from dashboard.rates import metrics as rates_metrics
 from dashboard.rates import sampler as rates_sampler
 from dashboard.rates.models import RateSample
-from dashboard.rates.sampler import Lease, Sampler, downsample, prune, rollup
+from dashboard.rates.sampler import Sampler, downsample, prune, rollup
 from dashboard.rates.series import (
+    Estimate,
     drain_estimate,
     estimate_from,
     latest_point,
@@ -212,13 +213,16 @@ class DownsamplingTests:
 # --- rates and the drain estimate ---------------------------------------------------------
 
 
-def _estimate(rows: list[tuple[float, int | None, int | None, int | None]], window: int = 300):
+_Sample = tuple[float, int | None, int | None, int | None]
+
+
+def _estimate(rows: list[_Sample], window: int = 300) -> Estimate:
     return estimate_from(rows, window_s=window, now=rows[-1][0] if rows else NOW, interval_s=10)
 
 
-def _ticks(n: int, added: float, read: float, lag0: int, step: float = 10.0):
+def _ticks(n: int, added: float, read: float, lag0: int, step: float = 10.0) -> list[_Sample]:
     """n ticks ending at NOW with counters moving at ``added``/``read`` per second."""
-    out = []
+    out: list[_Sample] = []
     for i in range(n):
         t = NOW - (n - 1 - i) * step
         a = int(10_000 + added * i * step)
@@ -256,11 +260,12 @@ class DrainEstimateTests:
         assert _estimate(rows).kind == "idle"
 
     def test_too_little_data_gives_no_estimate(self) -> None:
-        for rows in (
+        cases: tuple[list[_Sample], ...] = (
             [],
             _ticks(2, added=10, read=20, lag0=50),  # two samples
             _ticks(10, added=10, read=20, lag0=50),  # 90 s of a 300 s window
-        ):
+        )
+        for rows in cases:
             est = _estimate(rows)
             assert (est.kind, est.text, est.net_per_s) == ("unknown", "", None)
             assert est.reason == "too little data"
@@ -373,6 +378,7 @@ class SamplerTests:
         time.sleep(0.01)
         assert a.tick() is not None and b.tick() is None
 
+    @pytest.mark.django_db(transaction=True)  # the thread writes on its own connection
     def test_web_thread_starts_with_a_request_and_samples(
         self, rates_settings: Any, r: redis.Redis, stream: str, client: Client
     ) -> None:
@@ -431,7 +437,7 @@ class Redis62Tests:
 
 
 def _exported(body: bytes) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for family in text_string_to_metric_families(body.decode()):
         names.update(s.name for s in family.samples)
     return names

@@ -106,8 +106,8 @@ def test_rates_drains_then_growing_and_the_time_lag(
     chart = series(stream, "g", 3600, markers=False)
     rated = [p for p in chart.points if p.produce_per_s is not None]
     assert len(rated) >= 12
-    produce = sum(p.produce_per_s for p in rated) / len(rated)  # type: ignore[misc]
-    consume = sum(p.consume_per_s for p in rated) / len(rated)  # type: ignore[misc]
+    produce = sum(p.produce_per_s for p in rated) / len(rated)
+    consume = sum(p.consume_per_s for p in rated) / len(rated)
     assert produce == pytest.approx(RATE, rel=RATE_TOLERANCE)
     assert consume == pytest.approx(RATE, rel=RATE_TOLERANCE)
 

@@ -378,7 +378,10 @@ def run_loop(state: _SamplerThread) -> None:
                 state.sampler = Sampler()
             state.sampler.tick()
             failures = 0
-            pause = max(0.0, state.sampler.interval_s - (time.monotonic() - began))
+            took = time.monotonic() - began
+            # At least as long as the tick took: a tick longer than the interval (tens of
+            # thousands of streams) never has the sampler use more than half a core.
+            pause = max(state.sampler.interval_s - took, took)
         except (redis.RedisError, RedisClusterException) as exc:
             failures += 1
             pause = min(60.0, float(settings.ACKBOARD_SAMPLER_INTERVAL_S) * 2**failures)

@@ -13,12 +13,15 @@ import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
@@ -403,6 +406,29 @@ class SamplerTests:
         rates_settings.ACKBOARD_SAMPLER = False
         client.get(reverse("dashboard:healthz"))
         assert rates_sampler._thread is None
+
+
+class CommandTests:
+    def test_sample_rates_once(self, rates_settings: Any, r: redis.Redis, stream: str) -> None:
+        make_group(r, stream, "g")
+        r.xadd(stream, {"n": "1"})
+        r.delete(rates_sampler.LEASE_KEY)
+        out = StringIO()
+        call_command("sample_rates", "--once", stdout=out)
+        assert out.getvalue().startswith("Sampled 1 streams and 1 groups (2 rows)")
+        assert RateSample.objects.filter(stream=stream).count() == 2
+        assert r.get(rates_sampler.LEASE_KEY) is None
+        # Another sampler holds the lease: nothing sampled, and it says so.
+        r.set(rates_sampler.LEASE_KEY, "someone-else", px=5000)
+        out = StringIO()
+        call_command("sample_rates", "--once", stdout=out)
+        assert out.getvalue().strip() == "Another sampler holds the lease; nothing sampled."
+        assert RateSample.objects.filter(stream=stream).count() == 2
+        r.delete(rates_sampler.LEASE_KEY)
+
+    def test_bad_interval_is_a_clear_error(self, rates_settings: Any) -> None:
+        with pytest.raises(CommandError, match="--interval must be at least 0.1 seconds"):
+            call_command("sample_rates", "--interval", "0")
 
 
 @pytest.fixture

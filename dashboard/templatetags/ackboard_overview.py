@@ -14,7 +14,7 @@ Redis or the database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
@@ -25,6 +25,7 @@ from django.utils.text import Truncator
 
 from dashboard.converters import name_problem, name_segment
 from dashboard.templatetags.ackboard import age_span
+from dashboard.templatetags.ackboard_rates import overview_lag_extra
 
 register = template.Library()
 
@@ -65,8 +66,10 @@ def _pattern(view: str) -> tuple[str, str]:
 
 
 @register.simple_tag
-def overview_rows(rows: Iterable[Any]) -> SafeString:
-    """The ``<tr>`` of each ``pages.OverviewRow``, in order."""
+def overview_rows(rows: Iterable[Any], drains: Mapping[str, Any] | None = None) -> SafeString:
+    """The ``<tr>`` of each ``pages.OverviewRow``, in order. ``drains``: each stream's lag
+    in time and drain estimate (``views.charts.overview_drains``), shown under its lag."""
+    drains = drains or {}
     stream_url = _pattern("dashboard:stream-detail")
     dlq_url = _pattern("dashboard:dlq")
     out = []
@@ -97,7 +100,8 @@ def overview_rows(rows: Iterable[Any]) -> SafeString:
                 length=s.length,
                 groups=s.groups,
                 pending=s.pending,
-                lag=_LAG_UNKNOWN if s.max_lag is None else s.max_lag,
+                lag=(_LAG_UNKNOWN if s.max_lag is None else str(s.max_lag))
+                + overview_lag_extra(drains.get(s.name)),
                 oldest=age_span(s.oldest_pending_ms) if s.oldest_pending_ms else _NONE,
                 dlq=dlq,
                 failures=row.failures_last_hour,

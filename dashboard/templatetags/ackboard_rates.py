@@ -45,3 +45,23 @@ def lag_age(epoch_ms: int | None) -> SafeString:
 def drain_level(estimate: Any) -> str:
     """The badge class of an estimate: ok (drains), warn (steady), bad (growing, stalled)."""
     return _LEVELS.get(getattr(estimate, "kind", ""), "idle")
+
+
+def overview_lag_extra(drain: Any) -> str:
+    """What an overview row adds under its largest lag (``charts.StreamDrain`` or None):
+    the lag in time and its worst group's drain estimate, as escaped markup."""
+    if drain is None:
+        return ""
+    out = str(lag_age(drain.oldest_undelivered_ms))
+    e = drain.estimate
+    if e is not None and e.text:
+        out += format_html(
+            '<span class="drain-est badge {}" data-kind="{}" title="Group {}: from the '
+            'sampled rates over the last {} s">{}</span>',
+            drain_level(e),
+            e.kind,
+            drain.group,
+            e.window_s,
+            e.text,
+        )
+    return out

@@ -314,6 +314,8 @@ def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
     figures_age = index.summaries_age()
     return {
         "rows": rows,
+        # Rates (issue 13): each row's lag in time and drain estimate (one SQL query).
+        "drains": charts.overview_drains(summaries=summaries),
         "now_ms": now_ms,
         "query": query,
         "view": query.encode(),

@@ -23,15 +23,17 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from dashboard import stream_index
 from dashboard.live.registry import Surface, surface_context
 from dashboard.live.render import surface_render
 from dashboard.models import AuditEvent
 from dashboard.rates.models import RateSample
-from dashboard.views.charts import NEEDS_REDIS_7, RANGES
+from dashboard.views.charts import NEEDS_REDIS_7, RANGES, overview_drains
+from queue_core import selectors
 from queue_core.keys import stream_keys
 from tests.dashboard.test_csp import inline_problems
 from tests.factories import add_entries, make_pending, make_user
-from tests.html import element_text
+from tests.html import element_text, table_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -360,3 +362,51 @@ def _lag_ms(page: str) -> int:
     at = page.index('class="lag-age', start)
     tag = page[at : page.index(">", at)]
     return int(tag.split('data-ms="')[1].split('"')[0])
+
+
+class OverviewTests:
+    def test_each_row_shows_its_lag_in_time_and_its_worst_groups_estimate(
+        self,
+        reader: Client,
+        r: redis.Redis,
+        prefix: str,
+        settings: SettingsWrapper,
+    ) -> None:
+        settings.ACKBOARD_INDEX_BACKGROUND = False
+        settings.ACKBOARD_OVERVIEW_PAGE_SIZE = 100
+        a, b, quiet = prefix + "a", prefix + "b", prefix + "quiet"
+        for name in (a, b):
+            make_pending(r, name, "fast", "c1", 1)
+            make_pending(r, name, "slow", "c1", 1)
+            add_entries(r, name, 2)  # waiting for both groups: a lag in time
+        add_entries(r, quiet, 1)
+        samples(a, "fast", 31, added=(0, 100), read=(0, 600), lag=(100_000, -3000))
+        samples(a, "slow", 31, added=(0, 100), read=(0, 50), lag=(1000, 50))  # growing
+        samples(b, "fast", 31, added=(0, 100), read=(0, 600), lag=(100_000, -3000))
+        try:
+            page = reader.get(reverse("dashboard:overview")).content.decode()
+        finally:
+            stream_index.refresher_stop()
+        rows = {cells[0]: cells for cells in table_rows(page, "stream-row-").values()}
+        lag_a, lag_b, lag_quiet = rows[a][5], rows[b][5], rows[quiet][5]
+        assert "behind" in lag_a and lag_a.endswith("lag 2,500 · growing by 5/s")
+        assert lag_b.endswith("lag 10,000 · +50/s net · drains in ~3 min")
+        assert lag_quiet == "?"  # no group, no samples: nothing added to the cell
+
+    def test_one_query_for_the_whole_page(
+        self,
+        chart_settings: None,
+        r: redis.Redis,
+        prefix: str,
+        django_assert_num_queries: Any,
+    ) -> None:
+        names = [f"{prefix}s{i}" for i in range(5)]
+        for name in names:
+            make_pending(r, name, "g", "c1", 1)
+            samples(name, "g", 31, added=(0, 100), read=(0, 600), lag=(100_000, -3000))
+        summaries = selectors.stream_summaries(client=r, streams=names)
+        with django_assert_num_queries(1):
+            drains = overview_drains(summaries=summaries)
+        assert {n: d.estimate.kind for n, d in drains.items() if d.estimate} == dict.fromkeys(
+            names, "drains"
+        )

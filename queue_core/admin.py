@@ -40,7 +40,7 @@ import redis
 
 from queue_core.connection import Client
 from queue_core.control import HEARTBEAT_STALE_MS
-from queue_core.errors import action_refusal, not_a_group
+from queue_core.errors import action_refusal, invalid_id, not_a_group
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
 from queue_core.scripts.binding import Refusal, calls_pipelined, text
@@ -249,7 +249,13 @@ def _count_range(client: Client, stream: str, start: str, end: str, budget: int)
     cursor = start
     while True:
         count = min(PAGE, budget + 1 - n)
-        page: list[Any] = client.xrange(stream, min=cursor, max=end, count=count)  # type: ignore[assignment]
+        try:
+            page: list[Any] = client.xrange(stream, min=cursor, max=end, count=count)  # type: ignore[assignment]
+        except redis.ResponseError as exc:
+            # An exclusive bound past the largest id (or before 0-0): an empty range.
+            if invalid_id(exc):
+                return _Count(n, True, first)
+            raise
         if page and first is None:
             first = text(page[0][0])
         n += len(page)
@@ -338,9 +344,10 @@ def consumer_retire(
     due_idle_ms: int = RETIRE_DUE_IDLE_MS,
     chunk: int = RETIRE_CHUNK,
 ) -> Retired:
-    """Hand ``consumer``'s pending entries to ``to_consumer`` (a consumer of the group;
-    they keep their idle time, so they are as due for reclaim as before), or, with
-    ``to_consumer`` None, make them due for reclaim (parked on ``PARKING_CONSUMER`` with
+    """Hand ``consumer``'s pending entries to ``to_consumer`` (a consumer of the group, or
+    a worker with a live heartbeat that has received nothing yet; the entries keep their
+    idle time, so they are as due for reclaim as before), or, with ``to_consumer`` None,
+    make them due for reclaim (parked on ``PARKING_CONSUMER`` with
     idle at least ``due_idle_ms``: any live worker's next XAUTOCLAIM sweep takes them);
     then delete the consumer (XGROUP DELCONSUMER).
 

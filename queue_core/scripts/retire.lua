@@ -25,7 +25,8 @@
 -- returns {1, moved, payload_missing, next_cursor ('' when the pass is done), deleted (0|1),
 --          held_after} on success,
 --         {false, 'no-such-consumer'} when the consumer is not in the group,
---         {false, 'no-such-target'} when ARGV[3] is set and not a consumer of the group,
+--         {false, 'no-such-target'} when ARGV[3] is set, not a consumer of the group and
+--           without a live heartbeat,
 --         {false, 'live-heartbeat', seen_ms} when the consumer has a live heartbeat
 local function map(flat)
   local t = {}
@@ -43,18 +44,26 @@ end
 if held == nil then
   return {false, 'no-such-consumer'}
 end
-if ARGV[3] ~= '' and not target_found then
-  return {false, 'no-such-target'}
-end
-local beat = redis.call('HGET', KEYS[2], ARGV[2])
-if beat then
+-- The time a consumer's heartbeat was seen when it is live, else nil.
+local function live_seen(name)
+  local beat = redis.call('HGET', KEYS[2], name)
+  if not beat then return nil end
   local ok, decoded = pcall(cjson.decode, beat)
   if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms']) then
     local seen = tonumber(decoded['seen_ms'])
-    if tonumber(ARGV[6]) - seen <= tonumber(ARGV[7]) then
-      return {false, 'live-heartbeat', string.format('%d', seen)}
-    end
+    if tonumber(ARGV[6]) - seen <= tonumber(ARGV[7]) then return seen end
   end
+  return nil
+end
+
+-- A live worker that has received nothing yet is not in XINFO CONSUMERS on Redis 7.0
+-- and 6.2; its live heartbeat makes it a valid target (XCLAIM creates the consumer).
+if ARGV[3] ~= '' and not target_found and not live_seen(ARGV[3]) then
+  return {false, 'no-such-target'}
+end
+local seen = live_seen(ARGV[2])
+if seen then
+  return {false, 'live-heartbeat', string.format('%d', seen)}
 end
 
 local target = ARGV[3]

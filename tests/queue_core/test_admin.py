@@ -235,6 +235,16 @@ class RetireTests:
         assert len(pel(r, stream, "g")) == 7
         assert {owner for owner, _, _ in pel(r, stream, "g").values()} == {PARKING_CONSUMER}
 
+    def test_a_live_worker_that_has_received_nothing_yet_is_a_target(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        ids = make_pending(r, stream, "g", "dead", 2)
+        heartbeat(r, stream, "g", "fresh", seen_ms=now_ms())  # not in XINFO CONSUMERS
+        result = consumer_retire(client=r, stream=stream, group="g", consumer="dead",
+                                 to_consumer="fresh", now_ms=now_ms())  # fmt: skip
+        assert (result.moved, result.deleted) == (2, True)
+        assert {pel(r, stream, "g")[i][0] for i in ids} == {"fresh"}
+
     def test_an_entry_whose_payload_was_deleted_keeps_its_consumer(
         self, r: redis.Redis, stream: str
     ) -> None:
@@ -586,6 +596,9 @@ class TrimTests:
             stream_trim(client=r, stream=stream + "x", minid="1", force=True)
         with pytest.raises(ValueError, match="MINID"):
             trim_preview(client=r, stream=stream, minid="yesterday")
+        make_group(r, stream, "g")
+        top = Position("id", f"{2**64 - 1}-{2**64 - 1}")  # nothing lies after it
+        assert position_preview(client=r, stream=stream, group="g", position=top).skip == 5
 
 
 # --- Redis 6.2: no ENTRIESREAD, no lag, no ``inactive`` -------------------------------------

@@ -414,7 +414,7 @@ def trim_message(stream: str, plan: admin.TrimPlan) -> str:
         f"{_entries(plan.would_delete, plan.exact)}. {trim_floor_words(plan)}"
     )
     if plan.past_floor:
-        message += " This MINID is past the floor: it needs force and the stream's name typed."
+        message += " This MINID is past the floor: only a forced trim goes there."
     return message + " Nothing was changed."
 
 

@@ -14,6 +14,7 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
+from queue_core import admin
 from tests.browser.server import LiveServer
 from tests.factories import add_entries
 
@@ -35,6 +36,14 @@ class StreamPageTests:
         stream = _stream(names)
         ids = add_entries(browser_redis, stream, 6)
         page.goto(f"{web_server.url}/streams/{stream}/")
+        # Live: a group created elsewhere (the CLI, another operator) shows up unreloaded.
+        admin.group_create(
+            client=browser_redis,
+            stream=stream,
+            group="elsewhere",
+            position=admin.position_parse("end"),
+        )
+        expect(page.locator("#group-table")).to_contain_text("elsewhere")
         page.get_by_role("button", name="Create group").click()
         dialog = page.locator("dialog[open]")
         dialog.get_by_label("Group name").fill("reporting")

@@ -23,7 +23,7 @@ from dashboard.views.admin_actions import _entries
 from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import HTMX, MakeClient, last_audit
 from tests.factories import add_entries, make_group, make_pending, make_user
-from tests.html import element_text
+from tests.html import element_text, labelled_text
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
 
@@ -290,6 +290,18 @@ class DeleteGroupTests:
             headers=HTMX,
         )
         assert response.status_code == 404
+
+    def test_group_page_dialog_asks_to_acknowledge_the_pending_count(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "w1", 2)
+        url = reverse("dashboard:group-detail", args=[stream, "g"])
+        html = admin_client(make_client).get(url).content.decode()
+        dialog = labelled_text(html, "Delete the consumer group")
+        assert "Acknowledge the 2 pending entries" in dialog
+        assert '<input type="hidden" name="expected_pending" value="2">' in html
+        reader = make_client("rita", "view_queues")
+        assert 'id="group-admin"' not in reader.get(url).content.decode()
 
     def test_needs_the_permission(
         self, r: redis.Redis, stream: str, make_client: MakeClient
@@ -567,6 +579,18 @@ class TrimTests:
         assert r.xlen(stream) == 1
         assert ids  # trimmed along with the first two pending entries
 
+    def test_dry_run_without_htmx_is_a_page_with_the_confirm_form(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids = delivered_and_acked(r, stream, 3)
+        url = reverse("dashboard:trim-preview", args=[stream])
+        response = admin_client(make_client).post(url, {"minid": ids[1]})
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert element_text(html, "trim-count").startswith("1 entry older than")
+        assert f'name="minid" value="{ids[1]}"' in html
+        assert r.xlen(stream) == 3
+
     def test_confirm_without_the_dry_run_is_refused(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
@@ -654,6 +678,22 @@ class CliTests:
         assert r.xlen(stream) == 4
         code, out, _ = ackboard("trim", stream, ids[2], "--yes", "--user", "olga")
         assert code == 0 and "Trimmed 2 entries" in out and r.xlen(stream) == 2
+
+    def test_delete_group_with_pending_entries_needs_the_count(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        make_pending(r, stream, "g", "w1", 2)
+        code, _, err = ackboard("delete-group", stream, "g", "--user", "olga")
+        assert code == 1 and "2 entries are pending" in err
+        args = ("delete-group", stream, "g", "--acknowledge", "3", "--reason", "gone")
+        code, _, err = ackboard(*args, "--user", "olga")
+        assert code == 1 and "changed since you looked" in err
+        code, out, _ = ackboard(
+            *args[:3], "--acknowledge", "2", "--reason", "gone", "--user", "olga"
+        )
+        assert code == 0 and "2 entries pending in it were dropped" in out
+        assert r.xinfo_groups(stream) == []
+        assert last_audit().reason == "gone"
 
     def test_bad_position_is_exit_2(self, r: redis.Redis, stream: str) -> None:
         delivered_and_acked(r, stream, 1)

@@ -25,9 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_core.connection import redis_url
+from queue_core.control import HEARTBEAT_INTERVAL_MS, HEARTBEAT_STALE_MS
 from queue_core.keys import CrossSlotName, stream_keys
 from queue_core.parsing import FieldParser, fields_parse
 from queue_core.worker.lanes import Handler
+
+#: The longest heartbeat interval: two beats fit in the time after which one is stale.
+MAX_HEARTBEAT_MS = HEARTBEAT_STALE_MS // 2
 
 _START_ID = re.compile(r"\A(\$|\d{1,20}(-\d{1,20})?)\Z")
 
@@ -105,6 +109,14 @@ class WorkerConfig:
             type=float,
         ),
     )
+    heartbeat_ms: int = field(
+        default=HEARTBEAT_INTERVAL_MS,
+        metadata=_flag(
+            "How often the worker writes its heartbeat (default 2000, at most 5000); it reads "
+            "its group's pause at least every 500.",
+            type=int,
+        ),
+    )
     url: str = ""
     parser: FieldParser = fields_parse
     #: The longest wait between reconnect attempts while Redis is away.
@@ -126,6 +138,16 @@ class WorkerConfig:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise WorkerConfigError(f"{name} must be a whole number >= {low}, not {value!r}")
+        if (
+            isinstance(self.heartbeat_ms, bool)
+            or not isinstance(self.heartbeat_ms, int)
+            or not 1 <= self.heartbeat_ms <= MAX_HEARTBEAT_MS
+        ):
+            raise WorkerConfigError(
+                f"heartbeat-ms must be a whole number from 1 to {MAX_HEARTBEAT_MS} (a "
+                f"heartbeat older than {HEARTBEAT_STALE_MS} ms shows the worker as gone), "
+                f"not {self.heartbeat_ms!r}"
+            )
         if self.reclaim_interval_ms is not None and self.reclaim_interval_ms < 1:
             raise WorkerConfigError("reclaim-interval-ms must be >= 1")
         if not _START_ID.match(self.group_start):

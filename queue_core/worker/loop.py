@@ -14,7 +14,13 @@ The rules it must never break:
   back) and the entry stays pending, until ``max_deliveries`` moves it to ``{S}:dlq``;
 - a Redis error never crashes the worker and is never swallowed: it is logged, the
   entries concerned stay pending (at-least-once), and the loop reconnects with capped,
-  jittered backoff.
+  jittered backoff;
+- while its group is paused (``queue_core.control``, watched by ``heartbeat``) it issues
+  no XREADGROUP and no XAUTOCLAIM sweep: the blocking read in flight is cancelled (as at
+  shutdown; entries Redis delivered to it stay pending and are reclaimed after the
+  resume), what it holds runs and is acked as usual, and its heartbeat confirms the
+  pause once no read or sweep is in flight. A worker starts reading only after its
+  first pause check, so one started while paused reads nothing.
 
 Cost model of the hot path: one XREADGROUP per up to ``batch`` entries, one multi-id
 XACK per completed chunk of handlers (several chunks' ids share one XACK while the
@@ -22,6 +28,13 @@ previous one is in flight), one thread hop per chunk for sync handlers. Reads ar
 ahead while handlers run, so Redis and Python work overlap. Everything rare (failure
 records, dead-letters, reclaim sweeps) runs on a second, synchronous client in a worker
 thread, reusing ``once.reclaim_stale`` and ``settle.settlements_write``.
+
+Fleet control adds no command per entry: a pause check (one GET) every 0.5 s and a
+heartbeat (GET + HSET + PEXPIRE, one pipeline) every ``heartbeat_ms`` (2 s), each a
+thread hop on the synchronous client, so about 2.5 round trips a second per worker
+whatever its throughput; an HGETALL rides along every 30 s to prune. Per scheduler
+turn, ``_control`` compares a few attributes and times: about 1 µs (timeit, shared
+2-core machine), and a turn serves a whole chunk of handlers.
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ from queue_core.keys import stream_keys
 from queue_core.worker import wire
 from queue_core.worker.config import WorkerConfig, WorkerConfigError
 from queue_core.worker.contract import handler_failed_settle
+from queue_core.worker.heartbeat import CONTROL_ERRORS, ControlLink, Report
 from queue_core.worker.inflight import InFlight
 from queue_core.worker.intake import Intake
 from queue_core.worker.lanes import (
@@ -60,6 +74,9 @@ from queue_core.worker.stats import WorkerStats
 from queue_core.worker.stop import StopControl
 
 log = logging.getLogger("queue_core.worker")
+
+#: The heartbeat's report while not paused (one constant: ``_control`` runs every turn).
+_NOT_PAUSED: Report = (False, None)
 
 #: The first reconnect waits 0.1-0.2 s; each failure in a row doubles it, up to the cap.
 _BACKOFF_BASE_S = 0.2
@@ -118,6 +135,7 @@ class Worker:
         self._backoff_until = 0.0
         self._read_task: asyncio.Task[None] | None = None
         self._last_read_empty = False
+        self._link = ControlLink(config, self.stats)
 
     @property
     def stream(self) -> str:
@@ -226,9 +244,10 @@ class Worker:
             self._dispatch()
             if drain and self._drained():
                 return
+            self._control(loop, now)
             if now >= self._backoff_until:
                 self._start_tasks(loop, now)
-            deadlines = [self._sweep.next_at]
+            deadlines = [self._sweep.next_at, self._link.due_at()]
             if self._settles.backlog:
                 deadlines.append(self._settles.retry_at)
             if now < self._backoff_until:
@@ -248,6 +267,9 @@ class Worker:
             self._acks.task = loop.create_task(self._flush_acks())
         if self._settles.due(now):
             self._settles.task = loop.create_task(self._settle_pending())
+        link = self._link
+        if not link.checked or link.paused():
+            return  # paused (or not known yet): no new reads, no sweeps
         if self._sweep.task is None and now >= self._sweep.next_at:
             self._sweep.task = loop.create_task(self._reclaim())
         if self._read_task is None:
@@ -298,6 +320,7 @@ class Worker:
 
     def _take_results(self, ok: list[str], failed: list[Failed]) -> None:
         self._acks.waiting.extend(ok)
+        self.stats.processed += len(ok)
         for job, exc, duration_ms, failed_at in failed:
             self.stats.failed += 1
             item = handler_failed_settle(
@@ -308,6 +331,62 @@ class Worker:
             log.warning("handler failed on %s %s (delivery %d): %s", self.stream, job.id,
                         job.delivery_count, item.last_error)  # fmt: skip
             self._settles.queued.append(item)
+
+    # -- fleet control -----------------------------------------------------------------
+
+    def _control(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
+        """Honour the pause: drop the read in flight; read the pause and beat when due."""
+        link = self._link
+        paused = link.paused()
+        read = self._read_task
+        if paused and read is not None and not read.cancelling():
+            # XREADGROUP may block for block_ms: cancel it, as shutdown does. Entries Redis
+            # delivered to it stay pending under this consumer and are reclaimed later.
+            read.cancel()
+        report = self._report(paused)
+        if link.task is None and link.due(now, report):
+            link.task = loop.create_task(self._control_exchange(report))
+
+    def _report(self, paused: bool) -> Report:
+        """What the heartbeat says: the pause is confirmed once seen and nothing that takes
+        new entries (a read, a sweep) is in flight; what is held still finishes."""
+        pause = self._link.pause
+        if paused and pause is not None and self._read_task is None and self._sweep.task is None:
+            return (True, pause.at_ms)
+        return _NOT_PAUSED
+
+    async def _control_exchange(self, report: Report) -> None:
+        """One pause check, with a heartbeat when one is due or the report changed."""
+        link, client = self._link, self._client
+        assert client is not None
+        now = time.monotonic()
+        beat = None
+        if now >= link.next_beat or report != link.reported:
+            beat = link.heartbeat(report, running=self._flight.running,
+                                  buffered=len(self._flight.waiting))  # fmt: skip
+        prune = beat is not None and now >= link.next_prune
+        try:
+            pause = await asyncio.to_thread(link.exchange, client, beat, prune=prune)
+        except CONTROL_ERRORS as exc:
+            link.failed(exc, at=now)
+        else:
+            link.took(pause, beat, pruned=prune, at=now)
+        finally:
+            link.task = None
+            self._wake()
+
+    async def _control_final(self) -> None:
+        """The last heartbeat, after the last acks: the dashboard greys it out once stale."""
+        link = self._link
+        if link.task is not None:
+            await asyncio.gather(link.task, return_exceptions=True)
+        assert self._client is not None
+        beat = link.heartbeat(self._report(link.paused()), running=self._flight.running,
+                              buffered=len(self._flight.waiting))  # fmt: skip
+        try:
+            await asyncio.to_thread(link.exchange, self._client, beat, prune=False)
+        except CONTROL_ERRORS as exc:
+            log.warning("the last heartbeat of %s could not be written: %s", self.consumer, exc)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -482,7 +561,7 @@ class Worker:
             self._stop.at = time.monotonic()
         for task in (self._read_task, self._sweep.task):
             if task is not None and not task.done():
-                if task is self._read_task:
+                if task is self._read_task and not task.cancelling():
                     task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await self._wait_for_chunks()
@@ -494,6 +573,7 @@ class Worker:
             self.stats.unfinished += len(waiting)
             waiting.clear()
         await self._flush_outcomes()
+        await self._control_final()
         log.info(
             "stopped: %d acked, %d failed, %d dead-lettered, %d reclaimed",
             self.stats.acked, self.stats.failed, self.stats.dead_lettered, self.stats.reclaimed,

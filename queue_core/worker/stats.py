@@ -14,6 +14,8 @@ class WorkerStats:
     """Counters of one Worker run (entries, not commands). Times are perf_counter()."""
 
     read: int = 0
+    #: Handler calls that returned (their entries are acked or on the way).
+    processed: int = 0
     acked: int = 0
     failed: int = 0
     dead_lettered: int = 0

@@ -7,6 +7,9 @@ tests are pure. Workers honouring the pause are tested in tests/integration/test
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 import time
 import tomllib
 from collections.abc import Iterator
@@ -34,6 +37,9 @@ from queue_core.control import (
 )
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
 from queue_core.types import ConsumerInfo
+from queue_core.worker import WorkerConfig, WorkerConfigError
+from tests.factories import add_entries
+from tests.queue_core.worker.helpers import new_worker, running, wait_until
 
 NOW = 1_800_000_000_000
 PAUSE = Pause(by="ops-oncall", reason="deploy", at_ms=NOW - 5_000, until_ms=None)
@@ -313,3 +319,82 @@ class HeartbeatKeyTests:
 
     def test_interval_and_threshold(self) -> None:
         assert (HEARTBEAT_INTERVAL_MS, HEARTBEAT_STALE_MS) == (2000, 10_000)
+
+
+class WorkerHeartbeatTests:
+    """A Worker in a thread (tests/queue_core/worker/helpers.py) against the private server.
+    Real processes and a Redis restart are in tests/integration/test_pause.py."""
+
+    def test_the_heartbeat_reports_the_worker_and_a_final_one_is_written_on_stop(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        def handler(job: Any) -> None:
+            if job.fields["n"] == "0":
+                raise RuntimeError("boom")
+
+        add_entries(r, stream, 3)
+        worker = new_worker(redis_url, stream, handler, concurrency=2, heartbeat_ms=100)
+        started = now_ms()
+        with running(worker):
+            wait_until(lambda: (b := heartbeats_read(client=r, stream=stream, group="g"))
+                       and (b[0].processed, b[0].failed) == (2, 1), what="counts")  # fmt: skip
+            [live] = heartbeats_read(client=r, stream=stream, group="g")
+            assert live.consumer == "w1" and live.pid == os.getpid()
+            assert (live.host, live.version) == (socket.gethostname(), ackboard_version())
+            assert (live.concurrency, live.running, live.buffered) == (2, 0, 0)
+            assert started - 1000 <= live.started_ms <= live.seen_ms <= now_ms()
+            assert (live.paused, live.pause_at_ms) == (False, None)
+            assert r.pttl(stream_keys(stream).workers("g")) > HEARTBEAT_KEEP_MS - 10_000
+        [final] = heartbeats_read(client=r, stream=stream, group="g")
+        assert final.seen_ms >= live.seen_ms and final.live(now_ms())
+
+    def test_handlers_running_when_the_pause_comes_finish_and_are_acked(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        release = threading.Event()
+        seen: list[str] = []
+
+        def handler(job: Any) -> None:
+            seen.append(job.id)
+            release.wait(10)
+
+        worker = new_worker(redis_url, stream, handler, block_ms=5000)
+        with running(worker):
+            [first] = add_entries(r, stream, 1)
+            wait_until(lambda: seen == [first], what="the handler to start")
+            paused = pause_set(client=r, stream=stream, group="g", by="ops", reason="r",
+                               until_ms=None, now_ms=now_ms())  # fmt: skip
+            wait_until(lambda: heartbeats_read(client=r, stream=stream, group="g")[0].confirms(
+                paused), timeout=2, what="the confirmation")  # fmt: skip
+            [beat_] = heartbeats_read(client=r, stream=stream, group="g")
+            assert beat_.running == 1
+            fleet = fleet_state(pause=paused, heartbeats=[beat_], consumers=[],
+                                now_ms=now_ms(), seen_within_ms=60_000)  # fmt: skip
+            assert (fleet.confirmed, fleet.finishing) == (1, 1)
+            add_entries(r, stream, 2)
+            release.set()
+            wait_until(lambda: r.xpending(stream, "g")["pending"] == 0, what="its ack")
+            time.sleep(0.3)
+            assert seen == [first]  # nothing new was read
+            pause_clear(client=r, stream=stream, group="g")
+            wait_until(lambda: len(seen) == 3, what="the rest after resume")
+
+    def test_an_unreadable_pause_pauses_the_worker(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        r.set(stream_keys(stream).pause("g"), "someone else's text")
+        seen: list[str] = []
+        worker = new_worker(redis_url, stream, lambda job: seen.append(job.id))
+        with running(worker):
+            add_entries(r, stream, 2)
+            wait_until(lambda: (b := heartbeats_read(client=r, stream=stream, group="g"))
+                       and b[0].confirms(UNREADABLE_PAUSE), what="the confirmation")  # fmt: skip
+            time.sleep(0.3)
+            assert seen == []
+            pause_clear(client=r, stream=stream, group="g")
+            wait_until(lambda: len(seen) == 2, what="the entries after resume")
+
+    @pytest.mark.parametrize("value", [0, 5001, True, "2000"])
+    def test_heartbeat_ms_is_checked(self, value: object) -> None:
+        with pytest.raises(WorkerConfigError, match="heartbeat-ms must be a whole number"):
+            WorkerConfig(stream="s", group="g", handler=print, heartbeat_ms=value)

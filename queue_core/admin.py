@@ -611,12 +611,20 @@ class GroupDeleted:
 
 
 def group_delete(
-    *, client: Client, stream: str, group: str, expected_pending: int, acknowledge: bool
+    *,
+    client: Client,
+    stream: str,
+    group: str,
+    expected_pending: int,
+    acknowledge: bool,
+    now_ms: int | None = None,
 ) -> GroupDeleted:
     """XGROUP DESTROY, with the group's pause and heartbeat keys. Refused while entries
     are pending unless ``acknowledge`` and the pending count is still
-    ``expected_pending`` (what the operator saw), checked in the same script run. One
-    round trip; O(groups) to check, O(pending + consumers) for Redis to free."""
+    ``expected_pending`` (what the operator saw), checked in the same script run. Refused
+    too while an Ackboard worker of the group has a live heartbeat: on NOGROUP a worker
+    creates its group again, which would undo the delete (stop the workers first). One
+    round trip; O(groups + workers) to check, O(pending + consumers) for Redis to free."""
     name_check(stream, "stream")
     name_check(group, "group")
     count_check(expected_pending, "expected_pending")
@@ -628,12 +636,19 @@ def group_delete(
         group=group,
         expected_pending=expected_pending,
         acknowledge=acknowledge,
+        now_ms=_now(now_ms),
+        stale_ms=HEARTBEAT_STALE_MS,
     ).run(client)
     if isinstance(reply, Refusal):
         if reply.kind == "pending":
             raise Refused(
                 f"{reply.message} entries are pending in {group!r}: acknowledge dropping "
                 "them (with a reason) to delete the group"
+            )
+        if reply.kind == "live-workers":
+            raise Refused(
+                f"{group!r} has running workers ({reply.message}): "
+                "stop them first, or they create the group again"
             )
         if reply.kind == "pending-changed":
             raise Refused(

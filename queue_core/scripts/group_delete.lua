@@ -2,6 +2,8 @@
 -- entries only when the operator acknowledged them (ARGV[3] = '1') and their count is
 -- still the one the operator saw (ARGV[2]). The group's pause and heartbeat keys go with
 -- it, so a group created later under the same name starts unpaused, with no workers.
+-- Refused while an Ackboard worker of the group has a live heartbeat: on NOGROUP it
+-- creates its group again (at its --group-start), which would undo the delete.
 --
 -- KEYS[1] - the stream
 -- KEYS[2] - the group's pause key
@@ -9,10 +11,13 @@
 -- ARGV[1] - consumer group
 -- ARGV[2] - the pending count the operator saw
 -- ARGV[3] - '1' when the operator acknowledged dropping the pending entries
+-- ARGV[4] - now, in ms
+-- ARGV[5] - a heartbeat is live while now - seen_ms <= this (ms)
 -- returns {1, pending_dropped} on success,
 --         {false, 'no-group'} when there is no such group (or no stream),
 --         {false, 'pending', pending} when entries are pending and ARGV[3] is not '1',
---         {false, 'pending-changed', pending} when the count is no longer ARGV[2]
+--         {false, 'pending-changed', pending} when the count is no longer ARGV[2],
+--         {false, 'live-workers', name, ...} while workers have live heartbeats
 local function map(flat)
   local t = {}
   for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
@@ -27,6 +32,16 @@ for _, raw in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
   if g['name'] == ARGV[1] then found = g end
 end
 if found == nil then return {false, 'no-group'} end
+local live = {}
+local beats = redis.call('HGETALL', KEYS[3])
+for i = 1, #beats, 2 do
+  local ok, decoded = pcall(cjson.decode, beats[i + 1])
+  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms'])
+      and tonumber(ARGV[4]) - tonumber(decoded['seen_ms']) <= tonumber(ARGV[5]) then
+    table.insert(live, beats[i])
+  end
+end
+if #live > 0 then return {false, 'live-workers', unpack(live)} end
 local pending = found['pending']
 if pending > 0 then
   if ARGV[3] ~= '1' then return {false, 'pending', pending} end

@@ -19,11 +19,14 @@ class GroupDeleteScript(LuaScript[int | Refusal]):
         group: str,
         expected_pending: int,
         acknowledge: bool,
+        now_ms: int,
+        stale_ms: int,
     ) -> ScriptCall[int | Refusal]:
-        """The pending count dropped. Refusals: no-group, pending (n), pending-changed (n)."""
+        """The pending count dropped. Refusals: no-group, pending (n), pending-changed (n),
+        live-workers (names, comma-separated in the message)."""
         return self.bind(
             keys=[stream, pause_key, workers_key],
-            args=[group, expected_pending, "1" if acknowledge else ""],
+            args=[group, expected_pending, "1" if acknowledge else "", now_ms, stale_ms],
             parse=_parse,
             stream=stream,
             group=group,
@@ -32,7 +35,7 @@ class GroupDeleteScript(LuaScript[int | Refusal]):
 
 def _parse(reply: Sequence[Any]) -> int | Refusal:
     if not reply[0]:
-        return Refusal(text(reply[1]), " ".join(text(v) for v in reply[2:]))
+        return Refusal(text(reply[1]), ", ".join(text(v) for v in reply[2:]))
     return int(reply[1])
 
 

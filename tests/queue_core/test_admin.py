@@ -395,7 +395,7 @@ class GroupDeleteTests:
         make_pending(r, stream, "g", "w", 3)
         keys = stream_keys(stream)
         r.set(keys.pause("g"), "{}")
-        heartbeat(r, stream, "g", "w", seen_ms=0)
+        heartbeat(r, stream, "g", "w", seen_ms=0)  # long stale
         kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g"}
         with pytest.raises(Refused, match="3 entries are pending"):
             group_delete(expected_pending=3, acknowledge=False, **kw)
@@ -409,6 +409,21 @@ class GroupDeleteTests:
         assert next_event(events)["action"] == "delete-group"
         with pytest.raises(Refused, match="no consumer group 'g'"):
             group_delete(expected_pending=0, acknowledge=False, **kw)
+
+    def test_refused_while_its_workers_run_they_would_create_it_again(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        numbered(r, stream, 3)
+        make_group(r, stream, "g")
+        now = now_ms()
+        heartbeat(r, stream, "g", "w 1", seen_ms=now - 1000)
+        heartbeat(r, stream, "g", "w2", seen_ms=now - 60_000)  # stale: not counted
+        kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g", "expected_pending": 0,
+                              "acknowledge": False}  # fmt: skip
+        with pytest.raises(Refused, match=r"'g' has running workers \(w 1\): stop them first"):
+            group_delete(now_ms=now, **kw)
+        assert len(r.xinfo_groups(stream)) == 1
+        assert group_delete(now_ms=now + 10_000, **kw).pending_dropped == 0  # stale by then
 
     def test_a_group_with_nothing_pending_goes_at_once(self, r: redis.Redis, stream: str) -> None:
         numbered(r, stream, 3)
@@ -717,5 +732,8 @@ class ClusterTests:
         with pytest.raises(Refused, match="past the floor 5000-0"):
             stream_trim(client=rc, stream=stream, minid="9000", force=False)
         assert stream_trim(client=rc, stream=stream, minid="5000", force=False).deleted == 4
+        with pytest.raises(Refused, match="has running workers"):
+            group_delete(client=rc, stream=stream, group="g", expected_pending=4, acknowledge=True)
+        rc.hdel(stream_keys(stream).workers("g"), "live")  # its worker stopped
         assert group_delete(client=rc, stream=stream, group="g", expected_pending=4,
                             acknowledge=True).pending_dropped == 4  # fmt: skip

@@ -138,19 +138,17 @@ def position_parse(text: str, *, now_ms: int | None = None) -> Position:
         raise ValueError("a position must be text")
     value = text.strip()
     lowered = value.lower()
-    if lowered in ("start", "beginning", "0-0"):
+    if lowered in ("start", "beginning"):
         return Position("start", "0-0")
     if lowered in ("end", "$"):
         return Position("end", "$")
     if _MS.match(value):
-        ms = int(value)
-        if ms > _U64:
-            raise ValueError(f"position {value!r} is beyond the largest stream id")
-        return Position("id", f"{ms}-0")
+        value += "-0"
     if _ID.match(value):
         entry_id_check(value, what="position")
         ms, seq = entry_id_key(value)
-        return Position("id", f"{ms}-{seq}")
+        # 0-0 is the start, however it is spelled ("0", "00-0").
+        return Position("id", f"{ms}-{seq}") if (ms, seq) != (0, 0) else Position("start", "0-0")
     relative = _RELATIVE.match(lowered)
     if lowered == "now" or relative:
         ms = _now(now_ms)

@@ -104,6 +104,7 @@ class PositionParseTests:
         assert position_parse("1700000000000-5") == Position("id", "1700000000000-5")
         assert position_parse("0017-01") == Position("id", "17-1")
         assert position_parse("42") == Position("id", "42-0")
+        assert position_parse("0") == position_parse("00-0") == Position("start", "0-0")
         at = position_parse("2026-12-01T10:00:00Z")
         assert at.kind == "time" and at.time_ms == 1796119200000
         assert at.id == f"1796119199999-{2**64 - 1}"  # just before: entries at the time count

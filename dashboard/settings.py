@@ -355,6 +355,14 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
 # half a second at most before the database answers instead.
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # {% cache %} renderings (the group page's pending table, keyed by a digest of what it
+    # shows: templatetags/ackboard_rows.py), per process: at most ~100 tables of ~100 KB.
+    "template_fragments": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "ackboard-fragments",
+        "TIMEOUT": 300,
+        "OPTIONS": {"MAX_ENTRIES": 100},
+    },
     "sessions": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": ACKBOARD_CHANNELS_URL,

@@ -1,6 +1,15 @@
 """Template helpers for the pages: human durations with the exact value on hover, ages of
 stream ids, and copy-id buttons.
 
+Times since an instant (an entry's age, how long a pending entry or a consumer has been
+idle) are written by the browser, not here: ``since_span`` puts the instant in a
+``data-since`` attribute and ackboard.js writes "3 min 20 s" from it against the
+server's clock (``<meta name="ackboard-now">`` in base.html; the browser's own clock may
+be off), and keeps it current. So the HTML of a table changes only when what it shows
+changes, not every millisecond: live pushes send only partials that changed, and the
+group page's pending table can be reused (``ackboard_rows.pending_table_key``).
+Without JavaScript such a time reads as its UTC instant.
+
 Everything here returns escaped HTML built like ``format_html`` (``_html``); nothing marks
 user-controlled text safe.
 """
@@ -8,7 +17,6 @@ user-controlled text safe.
 from __future__ import annotations
 
 import html
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,21 +86,43 @@ def _id_ms(entry_id: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def _utc(epoch_ms: int, *, ms: bool = True) -> str:
+    when = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    text = f"{when:%Y-%m-%d %H:%M:%S}"
+    return f"{text}.{epoch_ms % 1000:03d} UTC" if ms else f"{text} UTC"
+
+
+def since_ms(idle_ms: int | float, now_ms: int) -> int:
+    """The instant an idle time started, rounded up to the second: what ``since_span``
+    shows for "idle for ``idle_ms`` at ``now_ms``". Rounding keeps the instant the same
+    from one read to the next (so is the HTML), and up, so the idle time the browser
+    derives from it is never more than the true one (a claim posts it as its guard)."""
+    return -(-(int(now_ms) - int(idle_ms)) // 1000) * 1000
+
+
 @register.simple_tag
-def age_span(epoch_ms: int | None, prefix: str = "") -> SafeString:
-    """How long ago ``epoch_ms`` was, with the exact UTC time and ms on hover."""
+def since_span(epoch_ms: int | None, prefix: str = "", ago: bool = False) -> SafeString:
+    """The time since ``epoch_ms``, written and kept current by the browser (module
+    docstring): ``<span class="dur" data-since="…">``, "``prefix`` 3 min 20 s[ ago]".
+    The server's text (no JavaScript) is the UTC instant."""
     if epoch_ms is None:
         return _html('<span class="muted">—</span>')
-    age = max(0, int(time.time() * 1000) - int(epoch_ms))
-    when = datetime.fromtimestamp(int(epoch_ms) / 1000, tz=UTC)
-    title = f"{when:%Y-%m-%d %H:%M:%S}.{int(epoch_ms) % 1000:03d} UTC · {age:,} ms ago"
+    at = int(epoch_ms)
     return _html(
-        '<span class="dur" title="{}" data-ms="{}">{}{} ago</span>',
-        title,
-        age,
+        '<span class="dur" data-since="{}"{}{} title="{}">{}{}</span>',
+        at,
+        mark_safe(f' data-prefix="{html.escape(prefix)}"') if prefix else "",
+        mark_safe(" data-ago") if ago else "",
+        _utc(at),
         f"{prefix} " if prefix else "",
-        human_ms(age),
+        ("at " if ago else "since ") + _utc(at, ms=False),
     )
+
+
+@register.simple_tag
+def age_span(epoch_ms: int | None, prefix: str = "") -> SafeString:
+    """How long ago ``epoch_ms`` was ("3 min ago"), with the exact UTC time on hover."""
+    return since_span(epoch_ms, prefix, ago=True)
 
 
 @register.simple_tag

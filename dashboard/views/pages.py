@@ -34,7 +34,7 @@ from dashboard import failure_index, payloads, stream_index
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.permissions import queues_view_required
-from dashboard.templatetags.ackboard import human_ms
+from dashboard.templatetags.ackboard import human_ms, since_ms
 from dashboard.views import charts
 from queue_core import health as queue_health
 from queue_core import selectors
@@ -96,7 +96,9 @@ class EntryRow:
 
 @dataclass(frozen=True, slots=True)
 class PendingRowView:
-    """A pending-table row: the pending entry, its payload preview and last failure."""
+    """A pending-table row: the pending entry, its payload preview and last failure.
+    ``delivered_ms`` is when it was last delivered, rounded up to the second
+    (``ackboard.since_ms``): the table shows its idle time from that instant."""
 
     id: str
     consumer: str
@@ -105,6 +107,7 @@ class PendingRowView:
     preview: str
     payload_missing: bool
     last_failure: str
+    delivered_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,8 +354,10 @@ def stream_context(*, client: Client, stream: str, before: str | None = None) ->
 
 
 def pending_rows_view(
-    rows: tuple[PendingRow, ...], failures: dict[str, str]
+    rows: tuple[PendingRow, ...], failures: dict[str, str], *, now_ms: int | None = None
 ) -> list[PendingRowView]:
+    """``now_ms``: when ``rows`` were read (their idle times are relative to it)."""
+    now = _now_ms() if now_ms is None else now_ms
     return [
         PendingRowView(
             id=r.id,
@@ -362,6 +367,7 @@ def pending_rows_view(
             preview=payloads.preview(r.entry.fields) if r.entry is not None else "",
             payload_missing=r.entry is None,
             last_failure=failures.get(r.id, ""),
+            delivered_ms=since_ms(r.idle_ms, now),
         )
         for r in rows
     ]

@@ -16,6 +16,16 @@
 //                       (the global htmx-config in base.html swaps no 4xx).
 // - [data-bulk-scope]   the bulk bar posts the pending table's current snapshot and filter,
 //                       which live updates and the filter form change after the page loaded.
+// - [data-since]        a time since an instant (ms since the epoch): written here as
+//                       "[data-prefix ]3 min 20 s[ ago]" (with data-ago), the same two units
+//                       as the server's human_ms, and kept current every second and after
+//                       every swap. The server's HTML holds only the instant (ackboard.py,
+//                       since_span), so it does not change from one request to the next.
+//                       The clock is the server's: <meta name="ackboard-now"> holds its time
+//                       (s) when it wrote the page, and ackboardNow() is this browser's clock
+//                       moved by the difference. That estimate errs early by the page's
+//                       transit time, so an idle time derived from it is never more than
+//                       the true one (row_actions.js posts it as a claim's guard).
 (() => {
   "use strict";
 
@@ -79,6 +89,49 @@
     event.detail.shouldSwap = true;
     event.detail.isError = false;
   });
+
+  const stamp = document.querySelector('meta[name="ackboard-now"]');
+  const skew = stamp ? Number(stamp.getAttribute("content")) * 1000 - Date.now() : 0;
+  window.ackboardNow = () => Date.now() + (Number.isFinite(skew) ? skew : 0);
+
+  const UNITS = [["d", 86_400_000], ["h", 3_600_000], ["min", 60_000], ["s", 1_000]];
+  const human = (ms) => {
+    if (ms < 1_000) return `${ms} ms`;
+    for (let i = 0; i < UNITS.length; i += 1) {
+      const [unit, size] = UNITS[i];
+      if (ms < size) continue;
+      let text = `${Math.floor(ms / size)} ${unit}`;
+      const next = UNITS[i + 1];
+      const small = next ? Math.floor((ms % size) / next[1]) : 0;
+      if (small) text += ` ${small} ${next[0]}`;
+      return text;
+    }
+    return `${ms} ms`;
+  };
+
+  const writeTimes = () => {
+    const now = window.ackboardNow();
+    for (const el of document.querySelectorAll("[data-since]")) {
+      const at = Number(el.dataset.since);
+      if (!Number.isFinite(at)) continue;
+      const age = Math.max(0, Math.floor(now - at));
+      const prefix = el.dataset.prefix ? `${el.dataset.prefix} ` : "";
+      const text = `${prefix}${human(age)}${"ago" in el.dataset ? " ago" : ""}`;
+      if (el.textContent !== text) el.textContent = text;
+      el.dataset.utc ??= el.title;
+      el.title = `${el.dataset.utc} · ${age.toLocaleString("en-US")} ms ago`;
+    }
+  };
+  let queued = false;
+  const queueTimes = () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; writeTimes(); });
+  };
+  writeTimes();
+  setInterval(writeTimes, 1_000);
+  // Swapped-in rows (htmx requests, live pushes): written before they are painted.
+  new MutationObserver(queueTimes).observe(document.body, { childList: true, subtree: true });
 
   document.addEventListener("htmx:configRequest", (event) => {
     if (!(event.target instanceof Element) || !event.target.closest("[data-bulk-scope]")) return;

@@ -1,14 +1,16 @@
 // The group page's row actions: one shared confirm dialog per action, filled from the row.
 //
 // Each pending row carries what its actions need as data- attributes (data-consumer,
-// data-idle-ms, data-deliveries; the entry id is in the row's id, "pending-<id>"), and
+// data-delivered: when it was last delivered, ms since the epoch, rounded up to the
+// second; data-deliveries; the entry id is in the row's id, "pending-<id>"), and
 // its Claim / Dead-letter / Acknowledge buttons say which dialog they want
 // (data-row-dialog="claim"). Without JavaScript those buttons submit the empty GET form
 // #row-open to the entry's page; here a click opens #row-dialog-<action> instead:
 // - the dialog's form posts to <action prefix><id>/<action>/ (its hx-post is only the
 //   prefix; htmx:configRequest below takes the form's action), with the consumer, idle
-//   time and deliveries the operator saw, so a claim still refuses an entry a worker
-//   touched since ("changed since you looked");
+//   time (now, by the server's clock: ackboard.js's ackboardNow(), which never runs
+//   ahead of it) and deliveries the operator saw, so a claim still refuses an entry a
+//   worker touched since ("changed since you looked");
 // - its text names the entry ([data-fill]: textContent, never HTML), and its aria-label
 //   ends with the entry id;
 // - its disabled .live-hold box is ticked (ackboard.js unticks it when the dialog
@@ -34,7 +36,9 @@
       if (input instanceof HTMLInputElement) input.value = value;
     };
     set("seen_consumer", data.consumer ?? "");
-    set("seen_idle_ms", data.idleMs ?? "");
+    const delivered = Number(data.delivered);
+    const idle = Math.floor((window.ackboardNow?.() ?? Date.now()) - delivered);
+    set("seen_idle_ms", Number.isFinite(idle) ? String(Math.max(0, idle)) : "");
     set("seen_deliveries", data.deliveries ?? "");
     set("next", window.location.pathname + window.location.search);
     const text = { id, consumer: data.consumer ?? "", deliveries: plural(data.deliveries ?? "0") };

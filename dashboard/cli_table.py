@@ -23,7 +23,7 @@ from django.contrib.auth.models import User
 
 from dashboard.views.remote import Answer
 
-#: The parsed command line (argparse's dest names: ``--idle-minutes`` is "idle_minutes").
+#: The parsed command line (argparse's dest names: ``--resume-minutes`` is "resume_minutes").
 Options = dict[str, Any]
 #: One answer to compute: the command catches a Redis error it raises.
 Step = Callable[[], Answer]

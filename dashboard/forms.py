@@ -323,23 +323,44 @@ class RetireForm(TargetForm):
         return data
 
 
-#: The longest idle time "Retire idle consumers" takes: 365 days, in minutes.
-MAX_IDLE_MINUTES = 365 * 24 * 60
+#: The longest idle time "Retire idle consumers" takes: 365 days.
+MAX_IDLE_MS = 365 * 86_400_000
+_IDLE = re.compile(r"\A(\d{1,9})\s*(s|m|min|h|d)?\Z")
+_IDLE_UNITS = {"s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class RetireIdleForm(TargetForm):
-    """Retire idle consumers: those idle at least ``idle_minutes`` and holding nothing.
+def idle_parse(text: str) -> int:
+    """An idle time as an operator types it: ``90s``, ``30m`` (or ``30min``), ``2h``,
+    ``1d``; a bare number is minutes. Returns ms; ValidationError otherwise."""
+    match = _IDLE.match(text.strip().lower())
+    if match is None:
+        raise ValidationError(
+            "idle must be a time such as 90s, 30m, 2h or 1d (a bare number is minutes)"
+        )
+    ms = int(match[1]) * _IDLE_UNITS[match[2] or "m"]
+    if not 1000 <= ms <= MAX_IDLE_MS:
+        raise ValidationError("idle must be between 1 s and 365 d")
+    return ms
+
+
+class IdleDryRunForm(TargetForm):
+    """The dry run of Retire idle consumers: idle at least ``idle`` (``idle_parse``)."""
+
+    idle = PostedText()
+
+    def clean_idle(self) -> int:
+        raw: str = self.cleaned_data["idle"]
+        if not raw:
+            raise ValidationError("idle is required: how long a consumer must have been idle")
+        return idle_parse(raw)
+
+
+class RetireIdleForm(IdleDryRunForm):
+    """Retire idle consumers: those idle at least ``idle`` and holding nothing.
     ``names`` are the consumers its dry run listed; only those are retired, each
     re-checked (still idle, pending 0, no live heartbeat)."""
 
-    idle_minutes = WholeNumberField("idle_minutes", required=True)
     names = NameListField()
-
-    def clean_idle_minutes(self) -> int:
-        minutes: int = self.cleaned_data["idle_minutes"]
-        if not 1 <= minutes <= MAX_IDLE_MINUTES:
-            raise ValidationError(f"idle_minutes must be between 1 and {MAX_IDLE_MINUTES}")
-        return minutes
 
     def clean_names(self) -> list[str]:
         names: list[str] = self.cleaned_data["names"]

@@ -6,7 +6,9 @@ kinds in ``dashboard.live.registry``) have at least one socket, and:
 - polls cheap change stamps for the streams of those surfaces only, on a tick
   (``settings.ACKBOARD_LIVE_TICK``): ``selectors.stream_stamps``, one pipelined round
   trip of ``XINFO STREAM``, ``XINFO GROUPS``, two ``XLEN`` (DLQ, failures) per stream and
-  an ``XPENDING`` summary per open group, all O(1) or O(groups);
+  an ``XPENDING`` summary per open group, all O(1) or O(groups), then, when group pages
+  are open, one more round trip of a GET (its pause) and an HGETALL (its workers'
+  heartbeats, O(workers)) per open group (``dashboard.fleet.fleet_stamps``);
 - wakes at once on new entries (one blocking ``XREAD`` over the open streams, from the
   last ids it polled) and on ``failure`` / ``dead_letter`` / ``action`` events published
   on ``queue_core.keys.EVENTS_CHANNEL`` (dead-letter actions and the worker's dead
@@ -72,6 +74,7 @@ from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
 from dashboard.connection import get_redis
+from dashboard.fleet import fleet_stamps
 from dashboard.live import registry
 from dashboard.live.logs import FailureLog, log
 from dashboard.live.outbox import Outbox
@@ -482,7 +485,9 @@ class Broadcaster:
             streams.update(shown)
         groups = {(s.stream, s.group) for s in surfaces if s.group}
         stamps = selectors.stream_stamps(client=client, streams=streams, groups=groups)
-        return Poll(stamps, failure_marks(streams=streams), shown), discovered
+        # Open group pages only: a GET and an HGETALL per group, one more round trip.
+        fleet = fleet_stamps(client=client, groups=groups) if groups else {}
+        return Poll(stamps, failure_marks(streams=streams), shown, fleet), discovered
 
     def _render(
         self, client: Client, surface: Surface, wanted: list[Perms]

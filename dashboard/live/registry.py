@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -69,11 +69,13 @@ class Surface:
 @dataclass(frozen=True, slots=True)
 class Poll:
     """What one broadcaster cycle read: the change stamps of open streams and groups,
-    the newest failure-index row id per stream, and the streams the overview lists."""
+    the newest failure-index row id per stream, the streams the overview lists, and the
+    fleet stamps of open groups (their pause and heartbeats: ``dashboard.fleet``)."""
 
     stamps: LiveStamps
     marks: Mapping[str, int]
     overview_streams: tuple[str, ...]
+    fleet: Mapping[tuple[str, str], Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +118,10 @@ def _stream_signature(surface: Surface, poll: Poll) -> Any:
 
 
 def _group_signature(surface: Surface, poll: Poll) -> Any:
-    pending = poll.stamps.pending.get((surface.stream, surface.group))
-    return (*_stream_signature(surface, poll), pending)
+    # The fleet stamp leaves out a live worker's seen_ms (it moves every heartbeat), so
+    # the page is pushed when the pause or what a worker reports changes, not every 2 s.
+    pair = (surface.stream, surface.group)
+    return (*_stream_signature(surface, poll), poll.stamps.pending.get(pair), poll.fleet.get(pair))
 
 
 def _entry_signature(surface: Surface, poll: Poll) -> Any:
@@ -156,7 +160,13 @@ KINDS: dict[str, SurfaceKind] = {
     ),
     "group": SurfaceKind(
         template="dashboard/group.html",
-        partials=("group-summary", "consumer-table", "pending-table"),
+        partials=(
+            "group-fleet",
+            "group-summary",
+            "consumer-table",
+            "group-workers",
+            "pending-table",
+        ),
         context=_PAGES + "group_context",
         page="dashboard:group-detail",
         socket="streams/{stream}/groups/{group}/",

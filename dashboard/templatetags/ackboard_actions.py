@@ -117,6 +117,22 @@ EXPLAIN: dict[str, str] = {
         "Trim deletes the stream's entries older than the id or time given, for every group; "
         "never what a group still needs (pending or not delivered yet) unless forced."
     ),
+    "pause": (
+        "Pause makes every Ackboard worker of {group} stop reading and sweeping within a "
+        "second; each finishes what it holds and confirms in its heartbeat. Consumers that "
+        "are not Ackboard workers cannot be paused. New entries wait in the stream."
+    ),
+    "resume": "Resume lets the workers of {group} read again within a second.",
+    "retire": (
+        "Retire hands the consumer's pending entries to another consumer (they keep their "
+        "idle time) or makes them due for the workers' next reclaim sweep, then deletes the "
+        "consumer. A consumer with a live heartbeat, or one that still holds entries, is "
+        "never deleted."
+    ),
+    "retire-idle": (
+        "Retire idle consumers deletes consumers of {group} idle at least that long that "
+        "hold nothing and have no live heartbeat, each checked again as it is deleted."
+    ),
 }
 
 

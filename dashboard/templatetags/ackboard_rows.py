@@ -1,5 +1,5 @@
 """The group page's repeated rows: ``{% pending_rows rows stream group %}`` and
-``{% consumer_rows health %}``.
+``{% consumer_rows health [stream group retire] %}``.
 
 Owns the markup of one pending-table row (``_ROW`` and the action buttons below it) and of
 one consumer-table row (``_CONSUMER``). A pending row repeats 50 times a page (consumer rows
@@ -31,10 +31,11 @@ from typing import Any
 from urllib.parse import quote
 
 from django import template
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from dashboard.converters import name_problem
+from dashboard.converters import name_problem, name_segment
 from dashboard.templatetags.ackboard import copy_button, duration_span, human_ms, since_span
 from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_ms, row_urls
 
@@ -204,8 +205,18 @@ _CONSUMER = (
     "  <td>{idle}</td>\n"
     "  <td>{inactive}</td>\n"
     "  <td>{seen}</td>\n"
+    "{actions}"
     "</tr>\n"
 )
+#: The consumer row's Retire button (``{% consumer_rows health retire_url %}``): fleet.js
+#: opens the shared Retire dialog (#row-dialog-retire) for it, posting to ``data-url``.
+_RETIRE = (
+    '  <td class="actions-cell"><button type="button" class="btn small danger" '
+    'data-consumer-dialog="retire" data-consumer="{name}" data-url="{url}">Retire</button>'
+    "</td>\n"
+)
+#: A name no URL can carry gets no button (retire it with manage.py ackboard).
+_NO_RETIRE = '  <td class="actions-cell muted small" title="{why}">—</td>\n'
 _NO_INACTIVE = (
     '<span class="muted" title="Redis 7.2+ reports the time since the consumer\'s last '
     'successful read">n/a</span>'
@@ -219,10 +230,23 @@ _DEAD = (
 _NOT_SEEN = '<span class="badge idle" title="Not seen in {window}; holds nothing">not seen</span>'
 
 
+def _retire_prefix(stream: str, group: str) -> str:
+    """The URL of Retire on consumer "_" of the group, without "_/retire/": one reverse
+    per table."""
+    url = reverse("dashboard:consumer-action", args=[stream, group, "_", "retire"])
+    tail = "_/retire/"
+    assert url.endswith(tail), url
+    return url[: -len(tail)]
+
+
 @register.simple_tag
-def consumer_rows(health: Any) -> SafeString:
-    """The ``<tr>`` of each consumer of ``health`` (``queue_core.health.GroupHealth``)."""
+def consumer_rows(
+    health: Any, stream: str = "", group: str = "", retire: bool = False
+) -> SafeString:
+    """The ``<tr>`` of each consumer of ``health`` (``queue_core.health.GroupHealth``);
+    with ``retire`` (the user may retire consumers), a last cell with its Retire button."""
     window = escape(human_ms(health.stuck_after_ms))
+    prefix = _retire_prefix(stream, group) if retire else ""
     out = []
     for n, judged in enumerate(health.consumers, start=1):
         c = judged.info
@@ -245,6 +269,14 @@ def consumer_rows(health: Any) -> SafeString:
             seen = _DEAD.format(window=window, pending=count)
         else:
             seen = _NOT_SEEN.format(window=window)
+        actions = ""
+        if retire:
+            problem = name_problem(c.name) if isinstance(c.name, str) else "not text"
+            if problem is None:
+                url = f"{prefix}{name_segment(c.name)}/retire/"
+                actions = _RETIRE.format(name=escape(c.name), url=escape(url))
+            else:
+                actions = _NO_RETIRE.format(why=escape(problem))
         out.append(
             _CONSUMER.format(
                 n=n,
@@ -253,6 +285,7 @@ def consumer_rows(health: Any) -> SafeString:
                 idle=duration_span(c.idle_ms),
                 inactive=inactive,
                 seen=seen,
+                actions=actions,
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - every value above was escaped

@@ -13,6 +13,11 @@ to every scraper for ``METRICS_TTL_S``, or ``METRICS_COST_FACTOR`` times as long
 took when that is longer (about 13 s at 10,000 streams), so scrapers cost Redis one
 collection a second at most and the process a tenth of a core at most.
 
+Each group's fleet (``dashboard.fleet.FleetCollector``: per-worker up, processed and
+failed from the heartbeats, the group's pause) costs one more pipelined round trip, a GET
+and an HGETALL per group, for at most ``ACKBOARD_METRICS_FRESH_MAX`` groups; the others
+are counted in ``ackboard_fleet_groups_unread``.
+
 It is readable by a logged-in user with ``dashboard.view_queues``, or by a scraper
 sending ``Authorization: Bearer <ACKBOARD_METRICS_TOKEN>`` when that setting is set.
 ``/healthz`` is public and says only whether the process is alive and Redis answers a
@@ -40,6 +45,7 @@ from prometheus_client.registry import Collector
 
 from dashboard import stream_index
 from dashboard.connection import get_redis
+from dashboard.fleet import metrics_fleets
 from dashboard.permissions import VIEW_QUEUES
 from dashboard.rates.metrics import RatesCollector
 from queue_core import selectors
@@ -252,6 +258,14 @@ def metrics_text(*, client: Client) -> bytes:
             )
         )
         registry.register(RatesCollector(overview))  # issue 13: dashboard/rates/metrics.py
+        # Fleet control (issue 12): a GET and an HGETALL per group, capped.
+        registry.register(
+            metrics_fleets(
+                client=client,
+                groups=[(s.name, g.name) for s in overview.streams for g in s.group_stats],
+                cap=settings.ACKBOARD_METRICS_FRESH_MAX,
+            )
+        )
         body = generate_latest(registry)
         took = time.perf_counter() - started
         ttl = max(METRICS_TTL_S, METRICS_COST_FACTOR * took)

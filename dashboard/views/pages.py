@@ -33,6 +33,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard import failure_index, payloads, stream_index
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
+from dashboard.fleet import fleet_context
 from dashboard.permissions import queues_view_required
 from dashboard.templatetags.ackboard import human_ms, since_ms
 from dashboard.views import charts
@@ -421,6 +422,8 @@ def group_context(
         "first_query": filters.query(None),
         "idle_presets": IDLE_PRESETS,
         "scan_budget": selectors.IDLE_SCAN_BUDGET,
+        # Fleet control (issue 12): the pause and the workers' heartbeats (one round trip).
+        **fleet_context(client=client, stream=stream, group=group, consumers=detail.consumers),
         # Rates (issue 13): the drain estimate and the chart's live point (SQL only).
         **charts.group_rates_context(stream=stream, group=group),
     }

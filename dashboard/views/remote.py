@@ -14,6 +14,8 @@ module reads it first, through selectors, and only for a user who may run the ac
   as they are now (one round trip) as its compare-and-set guard;
 - a Purge without ``confirm`` is a dry run: the dead-letter stream's length and newest
   id (one round trip), which the confirmation must name.
+- a Retire idle consumers without ``confirm`` is a dry run: the consumers it would
+  retire (XINFO CONSUMERS and one HGETALL), which the confirmation must name (``names``).
 
 A confirmed bulk step or purge still needs what its dry run printed, so nothing newer
 than what the operator was shown is ever touched. It never writes to Redis or SQL
@@ -29,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboard.connection import get_redis
+from dashboard.forms import IdleDryRunForm, Target
 from dashboard.permissions import may_act
+from dashboard.templatetags.ackboard import human_ms
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -38,12 +42,14 @@ from dashboard.views.action_runner import (
     check_group,
     check_id,
     check_stream,
+    form_data,
 )
 from dashboard.views.actions import action_run
 from dashboard.views.admin_actions import DRY_RUNS
 from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
+from dashboard.views.fleet_actions import idle_dry_run
 from queue_core import selectors
-from queue_core.types import BulkResult, BulkScope
+from queue_core.types import ActionRefused, BulkResult, BulkScope
 
 #: What a remote request posts: the button's form fields (``ids`` is a list).
 Fields = Mapping[str, str | list[str]]
@@ -151,6 +157,42 @@ def _purge_dry_run(stream: str) -> Answer:
     return Answer(200, payload)
 
 
+def _retire_idle_dry_run(stream: str, group: str, fields: Fields) -> Answer:
+    """Which consumers Retire idle would retire now (XINFO CONSUMERS and one HGETALL);
+    the confirmation must name them (``names``). Changes nothing, audits nothing."""
+    form = IdleDryRunForm(dict(fields), target=Target(stream=stream, group=group))
+    try:
+        check_stream(stream)
+        check_group(group)
+        form.is_valid()
+        idle_ms = form_data(form)["idle"]
+        found = idle_dry_run(client=get_redis(), stream=stream, group=group, idle_ms=idle_ms)
+    except BadRequest as exc:
+        return refusal(exc.status, str(exc))
+    except ActionRefused as exc:  # no such group
+        return refusal(404, str(exc))
+    names = [c.name for c in found]
+    whose = f"{len(names)} consumer{'' if len(names) == 1 else 's'} of {group}"
+    message = (
+        f"Dry run: {whose} idle at least {human_ms(idle_ms)}, holding nothing, without a live "
+        f"heartbeat{': ' + ', '.join(names) if names else ''}. Nothing was changed."
+    )
+    payload = {
+        "ok": True,
+        "dry_run": True,
+        "action": "retire-idle",
+        "stream": stream,
+        "group": group,
+        "idle": str(fields.get("idle", "")).strip(),
+        "idle_ms_at_least": idle_ms,
+        "count": len(names),
+        "names": names,
+        "idle_ms": {c.name: c.idle_ms for c in found},
+        "message": message,
+    }
+    return Answer(200, payload)
+
+
 def action_answer(
     *,
     user: Operator,
@@ -168,6 +210,8 @@ def action_answer(
             return _purge_dry_run(stream)
         # The typed name guards a click on the wrong page; here the request names it.
         data["confirm_name"] = stream
+    if action == "retire-idle" and may_act(user, action) and not _confirmed(fields):
+        return _retire_idle_dry_run(stream, group, fields)
     if action in DRY_RUNS and not _confirmed(fields) and may_act(user, action):
         # Reset position and Trim: a dry run unless confirmed, as their pages' (not audited).
         status, payload = DRY_RUNS[action](

@@ -1,10 +1,11 @@
 """``manage.py ackboard <action> … --user NAME``: every operator action from a terminal.
 
-Retry, claim, dead-letter, acknowledge, replay, delete, purge and bulk run as the named
-user, through ``dashboard.views.remote`` into the buttons' own runner: that user's
-permissions are checked exactly as a button's POST is, the same guards and services
-run, and the audit row names the user with the channel "cli". So an on-call engineer
-can script a fix and it is still audited under their name. ``token issue|revoke|list``
+Retry, claim, dead-letter, acknowledge, replay, delete, purge, bulk, pause, resume,
+retire and retire-idle (and group administration's) run as the named user, through
+``dashboard.views.remote`` into the buttons' own runner: that user's permissions are
+checked exactly as a button's POST is, the same guards and services run, and the audit
+row names the user with the channel "cli". So an on-call engineer can script a fix and
+it is still audited under their name. ``token issue|revoke|list``
 manages API tokens (``dashboard.api_tokens``).
 
 Each subcommand is a row of ``SUBCOMMANDS`` (``dashboard.cli_table.Subcommand``: its
@@ -21,6 +22,7 @@ This module parses and prints; it never talks to Redis or writes audit rows itse
 from __future__ import annotations
 
 import json
+import shlex
 from argparse import ArgumentParser
 from collections.abc import Callable
 from functools import partial
@@ -177,6 +179,113 @@ def _bulk(user: User, options: Options) -> Answer:
     return answer
 
 
+def _group_arguments(p: ArgumentParser) -> None:
+    p.add_argument("stream")
+    p.add_argument("group")
+
+
+def _pause_arguments(p: ArgumentParser) -> None:
+    _group_arguments(p)
+    p.add_argument("--reason", default="", help="Why (required; workers and pages show it).")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--resume-minutes", default="", help="Resume by itself after N minutes.")
+    when.add_argument("--resume-at", default="", help="Resume by itself at this UTC time.")
+
+
+def _pause(user: User, options: Options) -> Answer:
+    fields = {
+        "reason": options["reason"],
+        "resume_minutes": options["resume_minutes"],
+        "resume_at": options["resume_at"],
+    }
+    return action_answer(
+        user=user,
+        action="pause",
+        stream=options["stream"],
+        group=options["group"],
+        fields=fields,
+        channel="cli",
+    )
+
+
+def _resume_arguments(p: ArgumentParser) -> None:
+    _group_arguments(p)
+    p.add_argument("--reason", default="", help="Audited (optional).")
+
+
+def _resume(user: User, options: Options) -> Answer:
+    return action_answer(
+        user=user,
+        action="resume",
+        stream=options["stream"],
+        group=options["group"],
+        fields={"reason": options["reason"]},
+        channel="cli",
+    )
+
+
+def _retire_arguments(p: ArgumentParser) -> None:
+    _group_arguments(p)
+    p.add_argument("consumer")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to", default="", help="Hand its pending entries to this consumer.")
+    where.add_argument(
+        "--reclaim", action="store_true", help="Make its pending entries due for reclaim."
+    )
+    p.add_argument("--reason", default="", help="Audited (optional).")
+
+
+def _retire(user: User, options: Options) -> Answer:
+    fields = {
+        "mode": "reclaim" if options["reclaim"] else "move",
+        "to": options["to"],
+        "reason": options["reason"],
+    }
+    return action_answer(
+        user=user,
+        action="retire",
+        stream=options["stream"],
+        group=options["group"],
+        target_id=options["consumer"],
+        fields=fields,
+        channel="cli",
+    )
+
+
+def _retire_idle_arguments(p: ArgumentParser) -> None:
+    _group_arguments(p)
+    p.add_argument("--idle", required=True, help="Idle at least this long: 90s, 30m, 2h, 1d.")
+    p.add_argument("--yes", action="store_true", help="Retire the consumers named by --names.")
+    p.add_argument(
+        "--names", nargs="+", default=[], metavar="CONSUMER", help="As the dry run printed."
+    )
+    p.add_argument("--reason", default="", help="Audited (optional).")
+
+
+def _retire_idle(user: User, options: Options) -> Answer:
+    fields: dict[str, str | list[str]] = {
+        "idle": options["idle"],
+        "confirm": "1" if options["yes"] else "",
+        "names": list(options["names"]),
+        "reason": options["reason"],
+    }
+    answer = action_answer(
+        user=user,
+        action="retire-idle",
+        stream=options["stream"],
+        group=options["group"],
+        fields=fields,
+        channel="cli",
+    )
+    payload = answer.payload
+    if answer.ok and payload.get("dry_run") and payload["names"]:
+        names = " ".join(shlex.quote(n) for n in payload["names"])
+        payload["message"] += (
+            f" To act, run again with --yes --idle {shlex.quote(payload['idle'])} --names {names}"
+        )
+    return answer
+
+
 #: Every subcommand but ``token``: the entry and dead-letter actions, purge, bulk, then
 #: the fleet's and group administration's (``dashboard.admin_cli``).
 SUBCOMMANDS: tuple[Subcommand, ...] = (
@@ -197,8 +306,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "bulk", "many pending entries (dry run unless --yes)", _bulk_arguments, single(_bulk)
     ),
+    # Fleet control (issue 12).
+    Subcommand("pause", "pause a consumer group (reason required)", _pause_arguments,
+               single(_pause)),
+    Subcommand("resume", "resume a paused consumer group", _resume_arguments, single(_resume)),
+    Subcommand(
+        "retire", "retire a consumer (--to CONSUMER or --reclaim)", _retire_arguments,
+        single(_retire),
+    ),
+    Subcommand(
+        "retire-idle", "retire idle consumers that hold nothing (dry run unless --yes)",
+        _retire_idle_arguments, single(_retire_idle),
+    ),
     *admin_cli.SUBCOMMANDS,
-)
+)  # fmt: skip
 
 
 class Command(BaseCommand):

@@ -41,8 +41,11 @@ from dashboard.rates.series import (
 )
 from dashboard.views import ops
 from queue_core import selectors
-from tests.factories import make_group, make_user
+from queue_core.connection import Client as RedisClient
+from tests.factories import make_group, make_pending, make_user
 from tests.health_scenario import engine
+from tests.queue_core.test_cluster import names_on_primaries
+from tests.redis_cluster import RedisCluster
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -429,6 +432,31 @@ class CommandTests:
     def test_bad_interval_is_a_clear_error(self, rates_settings: Any) -> None:
         with pytest.raises(CommandError, match="--interval must be at least 0.1 seconds"):
             call_command("sample_rates", "--interval", "0")
+
+
+class ClusterTests:
+    def test_a_tick_over_three_primaries(
+        self, rates_settings: Any, redis_cluster: RedisCluster, rc: RedisClient, cprefix: str
+    ) -> None:
+        rates_settings.ACKBOARD_STREAMS = (cprefix + "*",)
+        names = names_on_primaries(redis_cluster, cprefix)
+        for i, name in enumerate(names):
+            make_pending(rc, name, "g", "c", i + 1)
+            rc.xadd(name, {"waiting": "1"})
+        a = Sampler(client=rc, lease_key=cprefix + "lease")
+        b = Sampler(client=rc, lease_key=cprefix + "lease")
+        report = a.tick()
+        assert b.tick() is None
+        assert report is not None and (report.streams, report.groups) == (3, 3)
+        for i, name in enumerate(names):
+            row = RateSample.objects.get(tier=0, stream=name, group="g")
+            assert (row.entries_added, row.entries_read, row.pending, row.lag) == (
+                i + 2,
+                i + 1,
+                i + 1,
+                1,
+            )
+            assert row.oldest_undelivered_age_s is not None
 
 
 @pytest.fixture

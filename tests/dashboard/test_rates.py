@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dashboard.models import AuditEvent, IndexedFailure
 from dashboard.rates import metrics as rates_metrics
 from dashboard.rates import sampler as rates_sampler
+from dashboard.rates.metrics import RatesCollector
 from dashboard.rates.models import RateSample
 from dashboard.rates.sampler import Sampler, downsample, prune, rollup
 from dashboard.rates.series import (
@@ -120,6 +121,45 @@ class LagInTimeTests:
         assert detail is not None
         assert detail.waiting_id == f"{now_ms - 5_000}-0"
         assert detail.oldest_undelivered_ms == now_ms - 5_000
+
+
+class CountingConnection(redis.Connection):
+    """Counts packets sent: one per command, one per pipeline (a round trip each)."""
+
+    sent = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.sent += 1
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
+
+
+class SamplerCostTests:
+    @pytest.mark.parametrize("n", [1, 20])
+    def test_two_round_trips_and_five_commands_a_stream(
+        self, redis_url: str, r: redis.Redis, prefix: str, n: int
+    ) -> None:
+        names = [f"{prefix}s{i}" for i in range(n)]
+        for name in names:
+            make_group(r, name, "g")
+            r.xadd(name, {"n": "1"})
+            r.xadd(name, {"n": "2"})
+            r.xreadgroup("g", "c", {name: ">"}, count=1)  # 1 pending, 1 behind
+        pool = redis.ConnectionPool.from_url(redis_url, connection_class=CountingConnection)
+        counting = redis.Redis(connection_pool=pool)
+        counting.ping()  # connected (the handshake's packets are not the selector's)
+        before = r.info("commandstats")
+        sent = CountingConnection.sent
+        got = selectors.stream_counters(client=counting, streams=names)
+        after = r.info("commandstats")
+        calls = sum(
+            v["calls"] - before.get(k, {"calls": 0})["calls"]
+            for k, v in after.items()
+            if k.startswith("cmdstat_") and k != "cmdstat_info"
+        )
+        assert len(got) == n
+        assert CountingConnection.sent - sent == 2
+        assert calls == 5 * n  # XINFO STREAM, XINFO GROUPS, XLEN; XPENDING, XRANGE
+        counting.close()
 
 
 # --- downsampling, tiers, retention ---------------------------------------------------------
@@ -485,6 +525,12 @@ class Redis62Tests:
         est = drain_estimate("s62", "g", now=NOW)
         assert (est.kind, est.text, est.net_per_s) == ("unknown", "", None)
         assert est.reason == "rates need Redis 7+"
+        # /metrics: no counter samples at all (never a 0 that looks like a stalled queue).
+        overview = selectors.stream_overview(client=r62, patterns=("s62*",), cap=10)
+        families = {f.name: f for f in RatesCollector(overview, int(NOW * 1000)).collect()}
+        assert families["ackboard_stream_entries_added"].samples == []
+        assert families["ackboard_group_entries_read"].samples == []
+        assert len(families["ackboard_group_oldest_undelivered_age_seconds"].samples) == 1
 
 
 # --- /metrics and the shipped rules ----------------------------------------------------------

@@ -32,6 +32,7 @@ from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import (
+    HttpResponseClientRedirect,
     HttpResponseClientRefresh,
     reselect,
     reswap,
@@ -72,6 +73,8 @@ class ActionResult:
     new_ids: list[str] = field(default_factory=list)
     #: The entry left the table it was shown in (dead-lettered, acknowledged, replayed…).
     removed: bool = False
+    #: Where the page goes after success, when it no longer exists (Delete group).
+    redirect: str = ""
     #: Extra state the service reported, merged into the audit row's state before.
     reported: dict[str, Any] = field(default_factory=dict)
 
@@ -269,7 +272,7 @@ def recheck_live(response: HttpResponse) -> HttpResponse:
 
 def _respond_plain(request: HttpRequest, req: ActionRequest, outcome: ActionResult) -> HttpResponse:
     """Without htmx: post/redirect/get with a message, or a page saying why not."""
-    back = req.next_url or fallback_url(req)
+    back = outcome.redirect or req.next_url or fallback_url(req)
     if outcome.status == 200:
         level = messages.SUCCESS if outcome.result == "ok" else messages.WARNING
         messages.add_message(request, level, outcome.message)
@@ -298,6 +301,9 @@ def respond(
         # target (the form), so the data-swap-4xx handler is on the event's path: only
         # the out-of-band message is swapped.
         return reswap(recheck_live(HttpResponse(oob, status=outcome.status)), "none")
+    if outcome.redirect:
+        messages.add_message(request, messages.SUCCESS, outcome.message)
+        return HttpResponseClientRedirect(outcome.redirect)
     if req.place in ("entry", "dlq") or (row_html is None and not outcome.removed):
         # The entry page and the DLQ page show state in several places (and a row that
         # could not be re-rendered is stale): reload, the message carried by the session.

@@ -219,15 +219,6 @@ def _create_group(call: Call) -> ActionResult:
     )
 
 
-def _delete_before(call: Call) -> dict[str, Any]:
-    """After the delete the group page is gone: a plain POST returns to the stream's."""
-    try:
-        call.req.next_url = reverse("dashboard:stream-detail", args=[call.req.stream])
-    except NoReverseMatch:
-        call.req.next_url = ""
-    return {"expected_pending": call.data.get("expected_pending")}
-
-
 def _delete_group(call: Call) -> ActionResult:
     group = call.req.group
     deleted = admin.group_delete(
@@ -239,10 +230,15 @@ def _delete_group(call: Call) -> ActionResult:
     )
     dropped = deleted.pending_dropped
     tail = f"; {_entries(dropped)} pending in it were dropped, as acknowledged" if dropped else ""
+    try:  # the group's page is gone: the answer goes to the stream's
+        redirect = reverse("dashboard:stream-detail", args=[call.req.stream])
+    except NoReverseMatch:
+        redirect = ""
     return ActionResult(
         "ok",
         f"Group {group} deleted from {call.req.stream}{tail}.",
         reported={"pending_dropped": dropped},
+        redirect=redirect,
     )
 
 
@@ -303,7 +299,7 @@ def _trim(call: Call) -> ActionResult:
 
 ROWS: tuple[Action, ...] = (
     Action("create-group", "stream", CreateGroupForm, _create_group, before=_create_before),
-    Action("delete-group", "group", DeleteGroupForm, _delete_group, before=_delete_before),
+    Action("delete-group", "group", DeleteGroupForm, _delete_group),
     Action("reset-position", "group", ResetPositionForm, _reset_position),
     Action("trim", "stream", TrimForm, _trim, before=_trim_before),
 )

@@ -206,6 +206,19 @@ class DeleteGroupTests:
         assert (event.action, event.result, event.group) == ("delete-group", "ok", "g")
         assert event.state_before["pending"] == 0
 
+    def test_with_htmx_the_browser_goes_to_the_stream_page(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_group(r, stream, "g")
+        response = admin_client(make_client).post(
+            group_url(stream, "delete-group"),
+            {"confirm_name": "g", "expected_pending": "0"},
+            headers=HTMX,
+        )
+        assert response.status_code == 200
+        assert response["HX-Redirect"] == reverse("dashboard:stream-detail", args=[stream])
+        assert r.xinfo_groups(stream) == []
+
     def test_the_typed_name_must_match(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:

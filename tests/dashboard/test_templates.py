@@ -29,6 +29,7 @@ class OneHomeTests:
             "dashboard/_entry_actions.html",
             "dashboard/_dlq_actions.html",
             "dashboard/group.html",  # the pending rows' shared dialogs, one per action
+            "dashboard/_admin.html",  # Create group, Delete group
         }
 
     def test_pager_links_are_the_pager_partial(self) -> None:

@@ -155,6 +155,8 @@
       this.root.dataset.state = data.enough ? "drawn" : "empty";
       this.root.dataset.points = String(data.t.length);
       if (!data.enough) return;
+      // All boxes first, then the plots: each plot takes its box's width in the final layout.
+      const made = [];
       for (const panel of PANELS) {
         const shown = panel.series.filter(([key]) => data.series[key].some((v) => v !== null));
         if (!shown.length) continue;
@@ -165,6 +167,9 @@
         title.textContent = panel.title;
         box.append(title);
         this.panels.append(box);
+        made.push([box, shown]);
+      }
+      for (const [box, shown] of made) {
         const keys = shown.map(([key]) => key);
         const opts = {
           width: RateChart.width(box),
@@ -196,7 +201,9 @@
         const what = document.createElement("strong");
         what.textContent = m.action;
         item.append(when, " ", what, ` by ${m.username}`);
-        if (m.summary) item.append(`: ${m.summary}`);
+        // The summary repeats the action's name first: show what it adds.
+        const rest = m.summary.startsWith(m.action) ? m.summary.slice(m.action.length) : m.summary;
+        if (rest.trim()) item.append(`: ${rest.trim()}`);
         this.markerList.append(item);
       }
       this.markerList.hidden = this.markers.length === 0;

@@ -29,6 +29,7 @@ and rows past their tier's retention are deleted.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import secrets
@@ -409,18 +410,24 @@ def ensure_started() -> bool:
         if _thread is None or not _thread.is_alive():
             _thread = _SamplerThread()
             _thread.start()
+            atexit.unregister(_stop_at_exit)
+            atexit.register(_stop_at_exit)  # a server that exits hands the lease over at once
     return True
 
 
-def stop() -> None:
-    """Stop this process's sampler thread (tests); its lease is released."""
+def stop(timeout: float = 10.0) -> None:
+    """Stop this process's sampler thread (tests, process exit); its lease is released."""
     global _thread
     with _lock:
         thread, _thread = _thread, None
     if thread is not None:
         thread.stopping = True
         thread.wake.set()
-        thread.join(10.0)
+        thread.join(timeout)
+
+
+def _stop_at_exit() -> None:
+    stop(2.0)
 
 
 def _on_request(**kwargs: object) -> None:

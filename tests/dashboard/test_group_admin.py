@@ -24,6 +24,7 @@ from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import HTMX, MakeClient, last_audit
 from tests.factories import add_entries, make_group, make_pending, make_user
 from tests.html import element_text, labelled_text
+from tests.redis_server import free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
 
@@ -185,6 +186,49 @@ class CreateGroupTests:
         reader = make_client("rita", "view_queues")
         html = reader.get(reverse("dashboard:stream-detail", args=[stream])).content.decode()
         assert 'id="create-group"' not in html and 'id="stream-trim"' not in html
+
+
+class HostileInputTests:
+    def test_any_group_name_the_pages_can_open_is_created_as_typed(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        add_entries(r, stream, 1)
+        name = "ünï/cødé {x} <b>"
+        client = admin_client(make_client)
+        response = client.post(
+            stream_url(stream, "create-group"), {"name": name, "position": "end"}, headers=HTMX
+        )
+        assert response.status_code == 200, response.content
+        assert name in groups(r, stream)
+        url = reverse("dashboard:group-detail", args=[stream, name])
+        assert client.get(url).status_code == 200
+
+    def test_a_name_the_pages_cannot_open_is_refused(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        add_entries(r, stream, 1)
+        response = admin_client(make_client).post(
+            stream_url(stream, "create-group"), {"name": "a\x00b", "position": "end"}, headers=HTMX
+        )
+        assert response.status_code == 400
+        assert "NUL" in element_text(response.content.decode(), "messages")
+        assert r.xinfo_groups(stream) == []
+
+    def test_redis_down_is_a_503_never_a_500(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: Any
+    ) -> None:
+        delivered_and_acked(r, stream, 1)
+        client = admin_client(make_client)
+        client.raise_request_exception = False
+        settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+        posts = [
+            (reverse("dashboard:reset-preview", args=[stream, "g"]), {"position": "start"}),
+            (reverse("dashboard:trim-preview", args=[stream]), {"minid": "1-0"}),
+            (stream_url(stream, "create-group"), {"name": "x", "position": "end"}),
+            (stream_url(stream, "trim"), {"minid": "1-0", "confirm": "1"}),
+        ]
+        for url, data in posts:
+            assert client.post(url, data, headers=HTMX).status_code == 503, url
 
 
 # --- delete group -----------------------------------------------------------------------

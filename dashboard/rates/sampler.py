@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import secrets
 import socket
 import threading
@@ -92,7 +93,8 @@ class Lease:
         self.client = client
         self.key = key
         self.ttl_ms = ttl_ms
-        self.token = f"{socket.gethostname()}:{threading.get_native_id()}:{secrets.token_hex(8)}"
+        # host:pid:random, so an operator (or a test) can tell which process samples.
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(8)}"
 
     def hold(self) -> bool:
         return bool(self.client.eval(_LEASE, 1, self.key, self.token, self.ttl_ms))

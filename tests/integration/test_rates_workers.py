@@ -14,19 +14,29 @@ rows land in the test's database; the workers and the producer are what it measu
 from __future__ import annotations
 
 import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from dashboard.rates.models import RateSample
-from dashboard.rates.sampler import Sampler
+from dashboard.rates.sampler import LEASE_KEY, Sampler
 from dashboard.rates.series import drain_estimate, series
 from tests.factories import make_group
-from tests.integration.test_worker_fleet import Fleet, all_reading, fleet_start  # noqa: F401
+from tests.integration.test_worker_cli import worker_env
+from tests.integration.test_worker_fleet import (  # noqa: F401
+    ROOT,
+    Fleet,
+    all_reading,
+    fleet_start,
+)
 from tests.queue_core.worker.helpers import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.one_engine]
@@ -135,3 +145,84 @@ def test_rates_drains_then_growing_and_the_time_lag(
     assert expected_age > 10  # it has waited since the workers stopped
     assert row.oldest_undelivered_age_s == pytest.approx(expected_age, abs=AGE_TOLERANCE_S)
     assert row.lag is not None and row.lag == pytest.approx(RATE * expected_age, rel=0.1)
+
+
+# --- one sampler per deployment, across processes ------------------------------------------
+
+
+def _sampler_env(redis_url: str, db: Path, prefix: str, log: Path) -> dict[str, str]:
+    env = worker_env(
+        redis_url,
+        log,
+        ACKBOARD_STREAMS=prefix + "*",
+        ACKBOARD_SAMPLER_INTERVAL_S="0.5",
+        DJANGO_SETTINGS_MODULE="dashboard.settings",
+    )
+    env["DATABASE_URL"] = f"sqlite:///{db}"
+    return env
+
+
+def _ticks(db: Path, stream: str) -> list[float]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT at FROM dashboard_ratesample WHERE tier = 0 AND stream = ? "
+            "ORDER BY at",
+            (stream,),
+        ).fetchall()
+    return [at for (at,) in rows]
+
+
+def test_two_sampler_processes_one_samples_and_the_other_takes_over(
+    r: redis.Redis, stream: str, prefix: str, redis_url: str, tmp_path: Path
+) -> None:
+    """Two ``manage.py sample_rates`` processes (interval 0.5 s) on one database and one
+    Redis: the ticks are never closer than 0.35 s (two free-running samplers would tick
+    within 0.25 s of each other every period); SIGKILL the lease holder (named by its pid
+    in the lease) and the other samples within three intervals plus one tick."""
+    db = tmp_path / "rates.sqlite3"
+    env = _sampler_env(redis_url, db, prefix, tmp_path / "unused.log")
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"],
+        cwd=ROOT, env=env, check=True, timeout=120,
+    )  # fmt: skip
+    make_group(r, stream, "g")
+    r.xadd(stream, {"n": "1"})
+    r.delete(LEASE_KEY)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "sample_rates"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"sampler-{i}.err").open("wb"),
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    try:
+        wait_until(lambda: len(_ticks(db, stream)) >= 12, timeout=60, what="12 ticks")
+        ticks = _ticks(db, stream)
+        gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+        assert min(gaps) >= 0.35, gaps
+        holder = r.get(LEASE_KEY)
+        assert holder is not None
+        pid = int(holder.decode().split(":")[1])
+        victim = next(p for p in procs if p.pid == pid)
+        other = next(p for p in procs if p.pid != pid)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        killed_at = time.time()
+        wait_until(
+            lambda: any(at > killed_at for at in _ticks(db, stream)), timeout=10, what="a tick"
+        )
+        took_over = min(at for at in _ticks(db, stream) if at > killed_at) - killed_at
+        assert took_over <= 3 * 0.5 + 0.5 + 0.5, took_over  # lease expiry + a tick + slack
+        new_holder = r.get(LEASE_KEY)
+        assert new_holder is not None and int(new_holder.decode().split(":")[1]) == other.pid
+        other.send_signal(signal.SIGTERM)
+        assert other.wait(15) == 0
+        assert r.get(LEASE_KEY) is None  # released on SIGTERM
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

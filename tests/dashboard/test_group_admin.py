@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
+from collections.abc import Iterator
 from io import StringIO
 from typing import Any
 
@@ -23,6 +25,7 @@ from dashboard.views.admin_actions import _entries
 from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import HTMX, MakeClient, last_audit
 from tests.factories import add_entries, make_group, make_pending, make_user
+from tests.health_scenario import engine
 from tests.html import element_text, labelled_text
 from tests.redis_server import free_port
 
@@ -791,3 +794,32 @@ class ApiTests:
         assert response.status_code == 409
         assert "past the floor" in response.json()["message"]
         assert r.xlen(stream) == 3
+
+
+# --- Redis 6.2: no ENTRIESREAD, so entries-read and lag are unknown, said, not crashed ------
+
+
+@pytest.fixture(scope="module")
+def url62() -> Iterator[str]:
+    with engine("redis-6.2") as url:
+        yield url
+
+
+class Redis62Tests:
+    def test_create_and_reset_say_entries_read_is_unknown(
+        self, url62: str, make_client: MakeClient, settings: Any
+    ) -> None:
+        settings.ACKBOARD_REDIS_URL = url62
+        r62 = redis.Redis.from_url(url62)
+        stream = f"s62-{uuid.uuid4().hex[:6]}"
+        ids = add_entries(r62, stream, 3)
+        client = admin_client(make_client)
+        response = client.post(
+            stream_url(stream, "create-group"), {"name": "g", "position": "start"}, headers=HTMX
+        )
+        assert response.status_code == 200, response.content
+        assert "lag" not in last_audit().detail  # unknown, so not claimed
+        html = preview(client, stream, {"position": "id", "at": ids[1]}).content.decode()
+        assert "entries read unknown" in element_text(html, "reset-positions")
+        assert element_text(html, "reset-effect") == "2 entries would be skipped (never delivered)."
+        r62.close()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import redis
 
+from queue_core.connection import Client
 from queue_core.control import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_KEEP_MS,
@@ -398,3 +399,37 @@ class WorkerHeartbeatTests:
     def test_heartbeat_ms_is_checked(self, value: object) -> None:
         with pytest.raises(WorkerConfigError, match="heartbeat-ms must be a whole number"):
             WorkerConfig(stream="s", group="g", handler=print, heartbeat_ms=value)
+
+
+class ClusterControlTests:
+    """The same calls on the session's Redis Cluster: both keys live in the stream's slot,
+    so the heartbeat pipeline is one node's; a worker there honours the pause too."""
+
+    @pytest.mark.one_engine
+    def test_pause_and_heartbeats_on_a_cluster(
+        self, rc: Client, cluster_url: str, cprefix: str
+    ) -> None:
+        stream = "{" + cprefix + "t}orders"
+        keys = stream_keys(stream)
+        assert {rc.keyslot(k) for k in (keys.pause("g"), keys.workers("g"))} == {rc.keyslot(stream)}
+        seen: list[str] = []
+        worker = new_worker(cluster_url, stream, lambda job: seen.append(job.id),
+                            heartbeat_ms=200)  # fmt: skip
+        with running(worker):
+            wait_until(lambda: heartbeats_read(client=rc, stream=stream, group="g"),
+                       what="a heartbeat")  # fmt: skip
+            paused = pause_set(client=rc, stream=stream, group="g", by="ops", reason="r",
+                               until_ms=None, now_ms=now_ms())  # fmt: skip
+            assert pause_read(client=rc, stream=stream, group="g") == paused
+            wait_until(lambda: heartbeats_read(client=rc, stream=stream, group="g")[0]
+                       .confirms(paused), what="the confirmation")  # fmt: skip
+            rc.xadd(stream, {"n": "1"})
+            time.sleep(0.5)
+            assert seen == []
+            assert pause_clear(client=rc, stream=stream, group="g") == paused
+            wait_until(lambda: len(seen) == 1, what="the entry after resume")
+        one = beat("other", seen_ms=now_ms() - HEARTBEAT_KEEP_MS - 1)
+        rc.hset(keys.workers("g"), "other", one.to_json())
+        heartbeat_send(client=rc, stream=stream, group="g", beat=beat("w1", seen_ms=now_ms()),
+                       prune_before_ms=now_ms() - HEARTBEAT_KEEP_MS)  # fmt: skip
+        assert [b.consumer for b in heartbeats_read(client=rc, stream=stream, group="g")] == ["w1"]

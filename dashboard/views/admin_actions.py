@@ -19,8 +19,9 @@ page's Undo, which opens the dry run of that reset.
 It never writes to Redis itself (``queue_core.admin`` does, atomically, and publishes
 the change on the events channel so open pages update) and reads it only through
 ``queue_core.admin``'s previews and ``queue_core.selectors``. Costs: a dry run is one
-preview (XINFO, a walk of at most ``admin.COUNT_BUDGET`` entries); a confirmed reset or
-trim also reads its preview for the audit row.
+preview (XINFO, a walk of at most ``admin.COUNT_BUDGET`` entries); a confirmed trim also
+reads its preview for the audit row (a reset's service previews by itself). Delete group
+answers with a redirect to the stream's page (``ActionResult.redirect``): its own is gone.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 
@@ -93,7 +94,25 @@ class ControlLink:
         return report != self.reported and now >= self.retry_at
 
     def due_at(self) -> float:
+        """When the next exchange is due; never while one is under way (its outcome moves
+        the times on, and the loop is woken when it ends)."""
+        if self.task is not None:
+            return math.inf
         return min(self.next_check, self.next_beat)
+
+    def resume_at(self, now: float) -> float | None:
+        """None when not paused (reads and sweeps run); else when the pause ends by itself
+        on this host's clock, as a ``time.monotonic()`` (infinity without an auto-resume
+        time, or before the first pause check)."""
+        if not self.checked:
+            return math.inf
+        pause = self.pause
+        if pause is None:
+            return None
+        if pause.until_ms is None:
+            return math.inf
+        left_ms = pause.until_ms - now_ms()
+        return None if left_ms <= 0 else now + left_ms / 1000
 
     def heartbeat(self, report: Report, *, running: int, buffered: int) -> Heartbeat:
         config, stats = self._config, self._stats

@@ -247,11 +247,18 @@ class Worker:
             self._control(loop, now)
             if now >= self._backoff_until:
                 self._start_tasks(loop, now)
-            deadlines = [self._sweep.next_at, self._link.due_at()]
+            # Nothing starts before the backoff ends: an earlier deadline would spin the loop.
+            backoff_until = self._backoff_until
+            deadlines = [self._link.due_at()]
+            resume_at = self._link.resume_at(now)
+            if resume_at is None:
+                deadlines.append(max(self._sweep.next_at, backoff_until))
+            else:
+                deadlines.append(resume_at)  # paused: no sweep until then
             if self._settles.backlog:
-                deadlines.append(self._settles.retry_at)
-            if now < self._backoff_until:
-                deadlines.append(self._backoff_until)
+                deadlines.append(max(self._settles.retry_at, backoff_until))
+            if now < backoff_until:
+                deadlines.append(backoff_until)
             timeout = min(1.0, max(0.0, min(deadlines) - now))
             self._waiter = loop.create_future()
             timer = loop.call_later(timeout, self._wake)

@@ -395,6 +395,21 @@ class WorkerHeartbeatTests:
             pause_clear(client=r, stream=stream, group="g")
             wait_until(lambda: len(seen) == 2, what="the entries after resume")
 
+    def test_a_paused_worker_sleeps_between_its_pause_checks(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        # Its sweep time passes while paused; the loop once woke for it at every turn
+        # (0.24 s of CPU a second). Now about 0.002.
+        paused = pause_set(client=r, stream=stream, group="g", by="ops", reason="r",
+                           until_ms=None, now_ms=now_ms())  # fmt: skip
+        worker = new_worker(redis_url, stream, print, min_idle_ms=100, reclaim_interval_ms=10)
+        with running(worker):
+            wait_until(lambda: (b := heartbeats_read(client=r, stream=stream, group="g"))
+                       and b[0].confirms(paused), what="the confirmation")  # fmt: skip
+            cpu = time.process_time()
+            time.sleep(1.5)
+            assert time.process_time() - cpu < 0.15
+
     @pytest.mark.parametrize("value", [0, 5001, True, "2000"])
     def test_heartbeat_ms_is_checked(self, value: object) -> None:
         with pytest.raises(WorkerConfigError, match="heartbeat-ms must be a whole number"):

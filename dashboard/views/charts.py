@@ -10,7 +10,8 @@ push never differ.
 It never reads Redis and never writes anything: figures come from the sampler's stored,
 downsampled series and the audit trail (``dashboard.rates.series``, SQL only), so a chart
 costs the same whatever the queue's size. A 7-day range reads the 10-minute tier (about
-1,000 rows); ``benchmarks/charts.py`` times it.
+1,000 rows); the JSON is cached per process until the series' next sample or the
+stream's next audit row (``chart_json``); ``benchmarks/charts.py`` times both.
 
 Honesty: a figure the sampler could not know (Redis older than 7 keeps no entries-added /
 entries-read counters) is ``null`` in the JSON and the chart says "rates need Redis 7+";
@@ -21,10 +22,13 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
+from operator import attrgetter
 from typing import Any
 
 from django.conf import settings
@@ -34,6 +38,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from dashboard.converters import name_problem
+from dashboard.models import AuditEvent
 from dashboard.permissions import queues_view_required
 from dashboard.rates.models import RateSample
 from dashboard.rates.series import (
@@ -80,6 +85,20 @@ def _number(value: float | int | None) -> float | int | None:
     return value
 
 
+_INFINITIES = (math.inf, -math.inf)
+
+
+def _column(points: list[Point], name: str) -> list[Any]:
+    """One figure over ``points``: what ``_number`` does to each value, inline."""
+    get = attrgetter(name)
+    return [
+        v
+        if v is None or v.__class__ is int
+        else (round(v, 3) if v == v and v not in _INFINITIES else None)
+        for v in map(get, points)
+    ]
+
+
 def point_dict(point: Point) -> dict[str, Any]:
     """One point as the chart reads it: ``{"t": …, "produce_per_s": …, …}``."""
     out: dict[str, Any] = {"t": int(point.t)}
@@ -112,13 +131,10 @@ def chart_payload(*, stream: str, group: str, range_name: str) -> dict[str, Any]
         note = TOO_LITTLE.format(n=n, s="" if n == 1 else "s")
     elif not counters:
         note = NEEDS_REDIS_7
-    columns: dict[str, list[Any]] = {name: [] for name in FIGURES}
-    times: list[int] = []
-    if enough:
-        for p in points:
-            times.append(int(p.t))
-            for name in FIGURES:
-                columns[name].append(_number(getattr(p, name)))
+    shown = points if enough else []
+    # One pass per column (a 7-day chart is ~1,000 points x 6 figures): no call per value.
+    columns = {name: _column(shown, name) for name in FIGURES}
+    times = [int(p.t) for p in shown]
     return {
         "stream": stream,
         "group": group,
@@ -249,6 +265,51 @@ def overview_drains(
     return out
 
 
+# --- the cached JSON -------------------------------------------------------------------
+
+#: Chart JSON per (stream, group, range), kept while the series' newest sample and the
+#: stream's newest audit row are the same: a chart is recomputed at most once per sampler
+#: tick (10 s) per process, however many people look or switch ranges meanwhile.
+_CACHE: OrderedDict[tuple[str, str, str], tuple[tuple[object, object], str]] = OrderedDict()
+_CACHE_SIZE = 256
+_cache_lock = threading.Lock()
+
+
+def _freshness(stream: str, group: str) -> tuple[object, object]:
+    """What invalidates a chart: its newest tier-0 sample and the stream's newest audit
+    row (two indexed single-row queries, well under a millisecond each)."""
+    newest = (
+        RateSample.objects.filter(tier=0, stream=stream, group=group)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    audit = (
+        AuditEvent.objects.filter(stream=stream).order_by("-id").values_list("id", flat=True)
+    ).first()
+    return (newest, audit)
+
+
+def chart_json(*, stream: str, group: str, range_name: str) -> str:
+    """``chart_payload`` as compact JSON (the C encoder, no Django encoder class), from
+    the per-process cache while nothing it shows has changed."""
+    key = (stream, group, range_name)
+    fresh = _freshness(stream, group)
+    with _cache_lock:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0] == fresh:
+            _CACHE.move_to_end(key)
+            return hit[1]
+    payload = chart_payload(stream=stream, group=group, range_name=range_name)
+    body = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    with _cache_lock:
+        _CACHE[key] = (fresh, body)
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return body
+
+
 # --- the endpoint -----------------------------------------------------------------------
 
 
@@ -286,7 +347,8 @@ def chart_data(request: HttpRequest, stream: str, group: str = "") -> HttpRespon
     range_name = request.GET.get("range", DEFAULT_RANGE)
     if range_name not in RANGES:
         return _json_error(400, "Range must be one of " + ", ".join(RANGES) + ".")
-    return JsonResponse(chart_payload(stream=stream, group=group, range_name=range_name))
+    body = chart_json(stream=stream, group=group, range_name=range_name)
+    return HttpResponse(body, content_type="application/json")
 
 
 def patterns() -> list[URLPattern | URLResolver]:

@@ -164,6 +164,23 @@ class ChartDataTests:
         assert data["series"]["produce_per_s"][1:] == pytest.approx([5.0] * 4, abs=0.01)
         assert data["series"]["consume_per_s"] == [None] * 5
 
+    def test_a_new_sample_or_audit_row_refreshes_the_cached_chart(
+        self, reader: Client, stream: str
+    ) -> None:
+        samples(stream, "g", 5)
+        first = chart(reader, stream, "g").json()
+        assert chart(reader, stream, "g").json() == first  # from the cache
+        RateSample.objects.create(
+            tier=0, stream=stream, group="g", at=time.time(), entries_added=1250,
+            entries_read=1100, lag=777,
+        )  # fmt: skip
+        second = chart(reader, stream, "g").json()
+        assert len(second["t"]) == 6 and second["series"]["lag"][-1] == 777
+        AuditEvent.objects.create(
+            username="olga", action="pause", stream=stream, group="g", result="ok"
+        )
+        assert [m["action"] for m in chart(reader, stream, "g").json()["markers"]] == ["pause"]
+
     def test_default_range_is_one_hour(self, reader: Client, stream: str) -> None:
         assert chart(reader, stream, "g").json()["range"] == "1h"
 

@@ -1,0 +1,110 @@
+"""Failure fingerprints: which failed attempts share a cause.
+
+Owns the normalization of an error message (``message_normalize``), the choice of the
+handler's own top frame in a traceback (``top_frame``) and the digest of the three
+(``fingerprint``). Two attempts that failed for the same reason, on different entries,
+with different ids, counts or quoted values in their messages, get the same fingerprint;
+attempts whose error types differ never do (the type is part of the digest).
+
+Normalization rules (``message_normalize``), applied in this order:
+
+1. Only the first ``NORMALIZE_CHARS`` (1,000) characters are read: a huge message costs
+   the same as a short one, and two messages that differ only after that share a cause.
+2. Quoted values (``'…'``, ``"…"`` or backticks, one line, at most 200 characters
+   inside) become ``'<v>'``: a key name, a payload value, a path.
+3. UUIDs become ``<v>``.
+4. Every word holding a digit becomes ``<v>``: numbers (``42``, each part of ``3.14``),
+   stream ids (``1700000000000-0`` -> ``<v>-<v>``), ``0x`` hex, ``user1234``, ``v2``.
+5. Every word of 8 or more hex digits becomes ``<v>`` (``deadbeef``, a SHA).
+6. Runs of whitespace become one space; the ends are trimmed; the result is cut to
+   ``NORMALIZED_CAP`` (300) characters.
+
+The top frame (``top_frame``) is the innermost ``File "…", line N, in f`` of the
+traceback's last exception whose file is not the standard library, an installed package
+or ``queue_core`` itself: the handler's own code that raised, as ``dir/file.py:function``
+(the last two path parts, so a different deploy directory is the same frame; no line
+number, so a redeploy that moves the line is the same cause).
+
+The fingerprint is a 16-hex-digit BLAKE2b digest of the error type, the normalized
+message and the top frame. Pure: no I/O, never imports Django or Redis. Cost: a few
+regular-expression passes over at most 1,000 characters of message and 8,000 of
+traceback (a few microseconds for a typical failure).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+#: Characters of a message that are normalized; the rest is ignored.
+NORMALIZE_CHARS = 1000
+#: Longest normalized message kept.
+NORMALIZED_CAP = 300
+#: Characters at the end of a traceback that are searched for the top frame.
+TRACEBACK_TAIL = 8000
+#: Hex digits in a fingerprint.
+FINGERPRINT_LENGTH = 16
+#: What a removed value becomes.
+VALUE = "<v>"
+
+_QUOTED = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_VALUE_WORD = re.compile(r"\b(?:[0-9a-fA-F]{8,}|\w*\d\w*)\b")
+_SPACE = re.compile(r"\s+")
+_FRAME = re.compile(r'^\s*File "([^"\n]*)", line \d+, in ([^\n]*)$', re.MULTILINE)
+# Tracebacks of chained exceptions print each exception's frames in turn: the last
+# section is the exception that was raised last.
+_CHAIN = re.compile(
+    r"^(?:During handling of the above exception|The above exception was the direct cause)",
+    re.MULTILINE,
+)
+#: Path parts that mark a frame as not the handler's own code.
+_NOT_OWN = ("/site-packages/", "/dist-packages/", "/queue_core/", "/lib/python3", "\\lib\\")
+
+
+def message_normalize(message: str) -> str:
+    """``message`` with its values removed, per the module's rules 1-6. Pure."""
+    text = message[:NORMALIZE_CHARS]
+    text = _QUOTED.sub("'" + VALUE + "'", text)
+    text = _UUID.sub(VALUE, text)
+    text = _VALUE_WORD.sub(VALUE, text)
+    text = _SPACE.sub(" ", text).strip()
+    return text[:NORMALIZED_CAP]
+
+
+def _own(path: str) -> bool:
+    if path.startswith("<"):  # <frozen runpy>, <string>
+        return False
+    normal = path.replace("\\", "/")
+    return not any(part in normal for part in _NOT_OWN)
+
+
+def top_frame(traceback: str | None) -> str:
+    """The handler's own innermost frame as ``dir/file.py:function``; "" when none.
+
+    Reads the last ``TRACEBACK_TAIL`` characters, and of a chained traceback only the
+    last exception's frames. A traceback whose every frame is library code falls back
+    to its innermost frame, so the fingerprint still tells the place apart.
+    """
+    if not traceback:
+        return ""
+    tail = traceback[-TRACEBACK_TAIL:]
+    sections = _CHAIN.split(tail)
+    frames = _FRAME.findall(sections[-1]) or _FRAME.findall(tail)
+    if not frames:
+        return ""
+    own = [f for f in frames if _own(f[0])]
+    path, function = (own or frames)[-1]
+    short = "/".join(path.replace("\\", "/").rsplit("/", 2)[-2:])
+    return f"{short}:{function.strip()[:100]}"
+
+
+def fingerprint(error_type: str, message: str, traceback: str | None = None) -> str:
+    """The cause of one failed attempt: 16 hex digits over the error type, the normalized
+    message and the top frame. Attempts that differ only in ids, numbers, hex strings or
+    quoted values share it; attempts of different error types never do. Pure."""
+    key = "\x1f".join((error_type, message_normalize(message), top_frame(traceback)))
+    digest = hashlib.blake2b(key.encode("utf-8", "replace"), digest_size=FINGERPRINT_LENGTH // 2)
+    return digest.hexdigest()

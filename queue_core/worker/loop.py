@@ -68,7 +68,7 @@ from queue_core.worker.lanes import (
     chunk_run_sync,
     handler_is_async,
 )
-from queue_core.worker.once import reclaim_stale
+from queue_core.worker.once import delivery_counts_restore, reclaim_stale
 from queue_core.worker.settle import SettleBatch
 from queue_core.worker.stats import WorkerStats
 from queue_core.worker.stop import StopControl
@@ -499,14 +499,27 @@ class Worker:
             full = len(result.deliveries) + len(result.deleted) >= count
             held = self._held_ids()
             jobs = []
+            recounts: dict[str, int] = {}
             for delivery in result.deliveries:
                 if delivery.id in held:
-                    # Still running here, or its ack or dead-letter is on its way:
-                    # XAUTOCLAIM only refreshed its idle time.
+                    # Still running here, or its ack or outcome is on its way: not a new
+                    # delivery, so its count goes back to what it was (XAUTOCLAIM added one).
+                    recounts[delivery.id] = delivery.delivery_count - 1
                     continue
                 job = self._intake.admit(delivery.id, delivery.fields, delivery.delivery_count)
                 if job is not None:
                     jobs.append(job)
+            if recounts:
+                try:
+                    await asyncio.to_thread(
+                        delivery_counts_restore, client=self._client, stream=config.stream,
+                        group=config.group, consumer=config.consumer, counts=recounts,
+                    )  # fmt: skip
+                except (redis.RedisError, RedisClusterException, OSError) as exc:
+                    # The counts stay one higher: an entry may be dead-lettered one attempt
+                    # early, never acked without its handler. Logged, not fatal.
+                    log.warning("restoring delivery counts of %d held entries of %s failed: %s",
+                                len(recounts), config.stream, exc)  # fmt: skip
             if jobs:
                 self.stats.reclaimed += len(jobs)
                 log.info("reclaimed %d stale entries of %s", len(jobs), config.stream)

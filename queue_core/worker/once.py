@@ -193,6 +193,26 @@ def reclaim_stale(
     )
 
 
+def delivery_counts_restore(
+    *, client: Client, stream: str, group: str, consumer: str, counts: Mapping[str, int]
+) -> None:
+    """Set entries' delivery counts back after a sweep claimed entries this worker holds.
+
+    XAUTOCLAIM counts every claim as a delivery, including the worker's own sweep taking an
+    entry it is still running (a handler slower than ``min_idle_ms``) or still settling.
+    Left alone, that extra count would dead-letter the entry before its handler had run
+    ``max_deliveries`` times. One pipelined ``XCLAIM … RETRYCOUNT n JUSTID`` per entry;
+    JUSTID itself counts nothing, and the sweep has just reset the entries' idle time, so
+    no other consumer can take them in between. Runs only when a sweep met held entries.
+    """
+    if not counts:
+        return
+    pipe = client.pipeline(transaction=False)
+    for entry_id, count in counts.items():
+        pipe.xclaim(stream, group, consumer, 0, [entry_id], retrycount=max(0, count), justid=True)
+    pipe.execute()
+
+
 def _delivery_counts(
     client: Client, stream: str, group: str, consumer: str, ids: list[str]
 ) -> dict[str, int]:

@@ -300,6 +300,23 @@ class ReclaimWhileSettlingTests:
 
         assert self.sweep(worker) == [waiting]
 
+    def test_sweep_taking_a_held_entry_does_not_count_a_delivery(
+        self, r: redis.Redis, redis_url: str, stream: str
+    ) -> None:
+        # A handler slower than min_idle_ms: the worker's own sweep claims the entry it is
+        # running. That is not a delivery: counted, it would dead-letter the entry before
+        # its handler had run max_deliveries times (1 in 6 runs of the test above did).
+        running_id, waiting = make_pending(r, stream, "g", "w1", 2)
+        worker = new_worker(redis_url, stream, lambda job: None, min_idle_ms=0, concurrency=2)
+        worker._settles.queued.append(Settlement(entry_id=running_id, attempt=1))
+
+        assert self.sweep(worker) == [waiting]
+        counts = {
+            row["message_id"].decode(): row["times_delivered"]
+            for row in r.xpending_range(stream, "g", min="-", max="+", count=10)
+        }
+        assert counts == {running_id: 1, waiting: 2}
+
 
 class FailureStormTests:
     def test_reads_wait_for_failures_to_be_written(

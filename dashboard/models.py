@@ -56,6 +56,7 @@ class AuditEvent(models.Model):
             ("retire_consumer", "Can retire consumers (one, or the idle ones)"),
             ("administer_group", "Can create and delete groups and reset their position"),
             ("trim_stream", "Can trim streams"),
+            ("redrive_dead_letters", "Can redrive dead letters (replay many, throttled)"),
         ]
 
     def __str__(self) -> str:
@@ -82,6 +83,9 @@ class IndexedFailure(models.Model):
     traceback = models.TextField(blank=True)
     duration_ms = models.FloatField(null=True)
     failed_at = models.DateTimeField()
+    #: The attempt's cause (``queue_core.fingerprint``): attempts differing only in ids,
+    #: numbers or quoted values share it. Set by the ingestor; "" on rows not yet backfilled.
+    fingerprint = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["-failed_at", "-id"]
@@ -95,6 +99,11 @@ class IndexedFailure(models.Model):
             models.Index(fields=["failed_at"], name="failure_time"),
             # Failures per stream in the last hour (overview): a covering range per stream.
             models.Index(fields=["stream", "failed_at"], name="failure_stream_time"),
+            # The Failures page's by-cause view: counts, times and groups per fingerprint
+            # from the index alone (covering), and one cause's rows.
+            models.Index(
+                fields=["fingerprint", "stream", "group", "failed_at"], name="failure_cause"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,11 +1,12 @@
 """Bulk operator actions, scoped to a snapshot and capped per request.
 
 A bulk request names a snapshot id (the newest id the operator saw) and either explicit
-ids or a filter (consumer, minimum idle time). Ids newer than the snapshot are never
-touched, so entries that arrived after the page loaded are safe: Sidekiq's "Delete all"
-is the known failure here. Each request handles at most ``MAX_LIMIT`` ids and returns a
-cursor to continue from, so a large set is worked through with progress, never in one
-long call that blocks Redis.
+ids or a filter (consumer, minimum idle time, and a caller's ``match``: the dashboard's
+failure fingerprint, "pending entries whose last failure has this cause"). Ids newer
+than the snapshot are never touched, so entries that arrived after the page loaded are
+safe: Sidekiq's "Delete all" is the known failure here. Each request handles at most
+``MAX_LIMIT`` ids and returns a cursor to continue from, so a large set is worked
+through with progress, never in one long call that blocks Redis.
 
 This module owns scoping (which ids) and batching (how many per round trip). What is
 done to each id is the per-entry atomic script in ``queue_core.services``, pipelined,
@@ -14,7 +15,7 @@ with the same guards; this module must never write to Redis any other way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar, Unpack
 
@@ -55,6 +56,11 @@ CHUNK = 250
 
 _R = TypeVar("_R")
 
+#: A caller's filter over pending ids: given one window of ids (at most ``WINDOW``), the
+#: ones to keep. The dashboard's fingerprint scope is one (one SQL query per window);
+#: this module never knows what it asks.
+Match = Callable[[Sequence[str]], Collection[str]]
+
 
 class ScopeArgs(TypedDict, total=False):
     """Which pending ids a bulk request covers, up to its snapshot id.
@@ -69,6 +75,8 @@ class ScopeArgs(TypedDict, total=False):
     consumer: str | None
     #: Filter: only entries idle at least this long (re-checked inside each script).
     min_idle_ms: int | None
+    #: Filter: only the ids this keeps, asked once per window of pending ids read.
+    match: Match | None
     #: Filter: continue from here (a previous request's ``next_cursor``).
     cursor: str | None
     #: Most ids this request handles (default and cap ``MAX_LIMIT``).
@@ -93,6 +101,7 @@ class _Scope:
     cursor: str | None
     limit: int
     chunk_size: int
+    match: Match | None = None
 
 
 def _scope(
@@ -106,18 +115,21 @@ def _scope(
     cursor: str | None = None,
     limit: int = MAX_LIMIT,
     chunk_size: int = CHUNK,
+    match: Match | None = None,
 ) -> _Scope:
     """Every check a bulk request makes; ValueError names the first that fails."""
     name_check(stream, "stream")
     name_check(group, "group")
     entry_id_check(snapshot_id, what="snapshot id")
     _check_filter(ids, consumer, min_idle_ms)
+    if ids is not None and match is not None:
+        raise ValueError("give either explicit ids or a filter (match), not both")
     _check_limit(limit)
     if not 1 <= chunk_size <= MAX_LIMIT:
         raise ValueError(f"chunk_size must be between 1 and {MAX_LIMIT}")
     checked = None if ids is None else _check_ids(ids, limit)
     return _Scope(
-        stream, group, snapshot_id, checked, consumer, min_idle_ms, cursor, limit, chunk_size
+        stream, group, snapshot_id, checked, consumer, min_idle_ms, cursor, limit, chunk_size, match
     )
 
 
@@ -155,12 +167,14 @@ def pending_ids_matching(
     limit: int = MAX_LIMIT,
     window: int = WINDOW,
     max_scan: int = MAX_SCAN,
+    match: Match | None = None,
 ) -> BulkScope:
     """Pending ids in ``group`` from ``start_id`` up to ``snapshot_id`` that match the filter.
 
     Pages through the XPENDING extended form (with the consumer's own list when
     ``consumer`` is given) in windows of ``window`` rows and filters idle times here,
-    never with XPENDING IDLE, whose scan is unbounded when matches are rare. Stops at
+    never with XPENDING IDLE, whose scan is unbounded when matches are rare; ``match``
+    then keeps what it returns of each window's ids (its cost is the caller's). Stops at
     ``limit`` matches or ``max_scan`` rows read, whichever is first, and returns the cursor
     to continue from. Cost: at most ``ceil(max_scan / window)`` round trips, each O(window)
     in Redis, the same as a bare XPENDING page of that size at any depth.
@@ -187,11 +201,18 @@ def pending_ids_matching(
         except redis.ResponseError as exc:
             raise action_refusal(exc, stream=stream, group=group) from exc
         scanned += len(rows)
-        for row in rows:
-            if min_idle_ms is None or row["time_since_delivered"] >= min_idle_ms:
-                ids.append(row["message_id"].decode())
-                if len(ids) == limit:
-                    return BulkScope(snapshot_id, tuple(ids), scanned, entry_id_after(ids[-1]))
+        window_ids = [
+            row["message_id"].decode()
+            for row in rows
+            if min_idle_ms is None or row["time_since_delivered"] >= min_idle_ms
+        ]
+        if match is not None and window_ids:
+            kept = set(match(window_ids))
+            window_ids = [i for i in window_ids if i in kept]
+        for entry_id in window_ids:
+            ids.append(entry_id)
+            if len(ids) == limit:
+                return BulkScope(snapshot_id, tuple(ids), scanned, entry_id_after(ids[-1]))
         if len(rows) < want:
             return BulkScope(snapshot_id, tuple(ids), scanned, next_cursor=None)
         start = entry_id_after(rows[-1]["message_id"].decode())
@@ -217,6 +238,7 @@ def _matching(client: Client, scope: _Scope) -> BulkScope:
         consumer=scope.consumer,
         min_idle_ms=scope.min_idle_ms,
         limit=scope.limit,
+        match=scope.match,
     )
 
 

@@ -10,6 +10,8 @@ can search every failure. One module per job:
 - ``retention``: pruning old rows.
 - ``queries``: the small reads other pages use (latest failure per entry, history, counts).
 - ``search``: the Failures page's bounded, keyset-paged search.
+- ``causes``: the Failures page's "by cause" view (failures grouped by fingerprint, with
+  the entries still pending per cause) and the bulk scope "last failure has this cause".
 
 It never writes to the queue streams themselves and never acks a failure record before
 the row holding it is committed: a crash or a database error leaves the record pending,
@@ -18,6 +20,13 @@ to be reclaimed and stored again (idempotent through the unique source key).
 
 from __future__ import annotations
 
+from dashboard.failure_index.causes import (
+    Cause,
+    CausesPage,
+    cause_match,
+    cause_pending_ids,
+    causes,
+)
 from dashboard.failure_index.ingestor import (
     INGEST_BATCH,
     INGEST_GROUP,
@@ -27,7 +36,12 @@ from dashboard.failure_index.ingestor import (
     failures_ingest,
     failures_ingest_loop,
 )
-from dashboard.failure_index.queries import failure_history, failures_count_since, last_failures
+from dashboard.failure_index.queries import (
+    failure_history,
+    failures_count_since,
+    last_failures,
+    last_fingerprints,
+)
 from dashboard.failure_index.records import MALFORMED, failure_record_parse
 from dashboard.failure_index.retention import failures_prune, failures_prune_expired
 from dashboard.failure_index.search import (
@@ -49,10 +63,15 @@ __all__ = [
     "SEARCH_BUDGET_MS",
     "SEARCH_PAGE_SIZE",
     "BadCursor",
+    "Cause",
+    "CausesPage",
     "FailureFilter",
     "FailureIngestor",
     "FailurePage",
     "SearchTooBroad",
+    "cause_match",
+    "cause_pending_ids",
+    "causes",
     "failure_history",
     "failure_record_parse",
     "failure_search",
@@ -63,5 +82,6 @@ __all__ = [
     "failures_prune",
     "failures_prune_expired",
     "last_failures",
+    "last_fingerprints",
     "search_budget_ms",
 ]

@@ -2,8 +2,9 @@
 
 Owns what a record must carry (``REQUIRED_FIELDS``), how each field parses, the text caps
 that keep one oversized record from failing its whole batch, and the ``Malformed`` row
-that keeps a record nothing could parse. Pure: no I/O, no Redis, no database writes.
-Cost: CPU only, linear in the record's size.
+that keeps a record nothing could parse, and the attempt's cause (``fingerprint``, from
+``queue_core.fingerprint``). Pure: no I/O, no Redis, no database writes.
+Cost: CPU only, linear in the record's size (the fingerprint reads a bounded part of it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from dashboard.models import IndexedFailure
+from queue_core.fingerprint import fingerprint
 
 #: Text caps, so one oversized record cannot make its whole batch fail on a strict database.
 MESSAGE_CAP = 4_000
@@ -63,6 +65,7 @@ def failure_record_parse(
         p for p in (attempt_problem, duration_problem, failed_at_problem, entry_id_problem) if p
     ]
     error_type, message, traceback = _error_describe(text, problems)
+    error_type = _short("error_type", error_type)
     return IndexedFailure(
         failures_key=_short("failures_key", failures_key),
         source_id=source_id,
@@ -71,11 +74,14 @@ def failure_record_parse(
         entry_id=entry_id,
         consumer=_short("consumer", text.get("consumer", "")),
         attempt=attempt,
-        error_type=_short("error_type", error_type),
+        error_type=error_type,
         message=_clean(message, MESSAGE_CAP),
         traceback=_clean(traceback, TRACEBACK_CAP, tail=True),
         duration_ms=duration_ms,
         failed_at=failed_at,
+        # From the record's own text (the digest reads at most 1,000 characters of the
+        # message and 8,000 of the traceback, so the caps above never change it).
+        fingerprint=fingerprint(error_type, message, traceback),
     )
 
 

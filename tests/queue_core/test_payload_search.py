@@ -51,7 +51,7 @@ class MatchingTests:
         assert not search_matches(q("blob", "json", "1", "$"), fields)  # not JSON: no match
 
     def test_unicode_value(self) -> None:
-        fields = (("nom".encode(), "café ☕".encode()),)
+        fields = ((b"nom", "café ☕".encode()),)
         assert search_matches(q("nom", "contains", "é ☕"), fields)
 
 

@@ -50,7 +50,7 @@ from queue_core.scripts.position_reset import POSITION_RESET, PositionRefusal
 from queue_core.scripts.retire import RETIRE
 from queue_core.scripts.retire_idle import RETIRE_IDLE
 from queue_core.scripts.stream_trim import STREAM_TRIM, TrimRefusal
-from queue_core.services import OPERATOR_CONSUMER
+from queue_core.services import OWN_CONSUMERS, PARKING_CONSUMER
 from queue_core.types import ActionRefused, ConsumerInfo
 from queue_core.validation import (
     count_check,
@@ -63,12 +63,8 @@ from queue_core.validation import (
 #: The dashboard's default ``ACKBOARD_STUCK_AFTER_MS``: a consumer without a live
 #: heartbeat whose ``idle`` is below it is taken as live (``queue_core.health``).
 SEEN_WITHIN_MS = 60_000
-#: Where ``consumer_retire`` parks entries it makes due for reclaim.
-PARKING_CONSUMER = "ackboard-retired"
-#: Consumer names Ackboard itself uses that no worker reads as: the operator's claims
-#: (``services.OPERATOR_CONSUMER``) and the parking place. An XCLAIM refreshes their idle,
-#: so they would look live; the reset's guard never counts them.
-_NEVER_LIVE = (OPERATOR_CONSUMER, PARKING_CONSUMER)
+#: Ackboard's own consumers (operator claims, the parking place): never live.
+_NEVER_LIVE = OWN_CONSUMERS
 #: Entries made due get at least this idle time (one day), so any worker whose
 #: ``--min-idle-ms`` is at most a day takes them on its next XAUTOCLAIM sweep.
 RETIRE_DUE_IDLE_MS = 24 * 3600 * 1000

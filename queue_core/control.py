@@ -48,7 +48,7 @@ from queue_core.connection import Client
 from queue_core.errors import wrong_type
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
-from queue_core.services import OPERATOR_CONSUMER
+from queue_core.services import OWN_CONSUMERS
 from queue_core.types import ConsumerInfo
 from queue_core.validation import name_check, reason_check
 
@@ -421,7 +421,8 @@ def fleet_state(
 
     ``seen_within_ms`` is how recently a consumer must have tried to read (XINFO's
     ``idle``) to count as running: the dashboard passes its stuck threshold. Operator
-    claims (``services.OPERATOR_CONSUMER``) are not a worker and never count.
+    claims and the retire parking place (``services.OWN_CONSUMERS``) are not workers and
+    never count.
     """
     if pause is not None and not pause.active(now_ms):
         pause = None
@@ -439,7 +440,7 @@ def fleet_state(
             for info in consumers
             if info.idle_ms <= seen_within_ms
             and info.name not in beating
-            and info.name != OPERATOR_CONSUMER
+            and info.name not in OWN_CONSUMERS
         )
     )
     return FleetState(

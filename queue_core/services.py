@@ -48,6 +48,11 @@ from queue_core.validation import (
 RETRY_IDLE_MS = 30_000
 #: Default consumer name for operator claims.
 OPERATOR_CONSUMER = "ackboard-operator"
+#: Where ``admin.consumer_retire`` parks the entries it makes due for reclaim.
+PARKING_CONSUMER = "ackboard-retired"
+#: Consumer names Ackboard itself uses that no worker reads as. An XCLAIM refreshes their
+#: idle, so they would look live: no liveness rule (fleet control, resets) counts them.
+OWN_CONSUMERS = (OPERATOR_CONSUMER, PARKING_CONSUMER)
 
 
 def _publish(client: Client, *, action: str, stream: str, group: str, ids: list[str]) -> None:

@@ -112,6 +112,7 @@ class FleetStateTests:
             consumer("long-dead", idle_ms=60_001),
             consumer("worker-gone", idle_ms=2_000),  # its heartbeat is stale
             consumer("ackboard-operator", idle_ms=10),  # operator claims: no worker
+            consumer("ackboard-retired", idle_ms=10),  # retire's parking place: no worker
         ]
         fleet = state(heartbeats=beats, consumers=consumers)
         assert fleet.not_pausable == ("legacy-a", "legacy-b", "worker-gone")

@@ -127,7 +127,10 @@
     }
 
     clear() {
-      for (const { plot } of this.plots) plot.destroy();
+      for (const { plot } of this.plots) {
+        this.sync.unsub(plot);
+        plot.destroy();
+      }
       this.plots = [];
       this.panels.replaceChildren();
       this.markerList.replaceChildren();

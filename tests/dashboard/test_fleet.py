@@ -611,7 +611,7 @@ class CliTests:
         code, out, _ = ackboard("retire-idle", stream, "g", "--idle", "1s", "--user", "olga")
         assert code == 0
         assert "Dry run: 1 consumer of g idle at least 1 s" in out
-        assert out.strip().endswith("To act, run again with --yes --idle 1s --names 'idle one'")
+        assert out.strip().endswith("To act, run again with --yes --idle 1s --names 'idle one'.")
         assert not AuditEvent.objects.exists()
         code, out, _ = ackboard(
             "retire-idle", stream, "g", "--idle", "1s", "--yes", "--names", "idle one",

@@ -281,7 +281,7 @@ def _retire_idle(user: User, options: Options) -> Answer:
     if answer.ok and payload.get("dry_run") and payload["names"]:
         names = " ".join(shlex.quote(n) for n in payload["names"])
         payload["message"] += (
-            f" To act, run again with --yes --idle {shlex.quote(payload['idle'])} --names {names}"
+            f" To act, run again with --yes --idle {shlex.quote(payload['idle'])} --names {names}."
         )
     return answer
 

@@ -121,6 +121,12 @@ class LiveChartTests:
                 )
                 expect(charts).not_to_have_attribute("data-state", "loading")
                 assert charts.get_attribute("data-state") in ("drawn", "empty"), name
+            # The stream page charts the stream's own series: its produce rate.
+            page.goto(f"{server.url}/streams/{stream}/")
+            expect(page.locator("#rate-charts")).to_have_attribute("data-state", "drawn")
+            expect(
+                page.locator('#rate-charts .chart-panel[data-panel="produce_per_s"]')
+            ).to_have_count(1)
             assert log_problems(server.log_since(mark)) == []
         finally:
             context.close()

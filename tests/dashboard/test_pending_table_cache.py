@@ -161,7 +161,12 @@ class SinceTests:
     def test_since_span_markup(self) -> None:
         html = str(since_span(1_764_620_000_123, "added", ago=True))
         assert html == (
-            '<span class="dur" data-since="1764620000123" data-prefix="added" data-ago '
-            'title="2025-12-01 20:13:20.123 UTC">added at 2025-12-01 20:13:20 UTC</span>'
+            '<span class="dur" data-since="1764620000123" data-prefix="added" data-ago>'
+            "added at 2025-12-01 20:13:20 UTC</span>"
         )
+        html = str(since_span(1_764_620_000_000, "<b>"))
+        assert html.startswith(
+            '<span class="dur" data-since="1764620000000" data-prefix="&lt;b&gt;">'
+        )
+        assert html.endswith(">&lt;b&gt; since 2025-12-01 20:13:20 UTC</span>")
         assert str(since_span(None)) == '<span class="muted">—</span>'

@@ -118,8 +118,8 @@
       const prefix = el.dataset.prefix ? `${el.dataset.prefix} ` : "";
       const text = `${prefix}${human(age)}${"ago" in el.dataset ? " ago" : ""}`;
       if (el.textContent !== text) el.textContent = text;
-      el.dataset.utc ??= el.title;
-      el.title = `${el.dataset.utc} · ${age.toLocaleString("en-US")} ms ago`;
+      const utc = new Date(at).toISOString().replace("T", " ").replace("Z", " UTC");
+      el.title = `${utc} · ${age.toLocaleString("en-US")} ms ago`;
     }
   };
   let queued = false;

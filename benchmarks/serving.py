@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import gzip
 import http.client
+import os
 import re
 import shlex
 import statistics
@@ -648,6 +649,12 @@ def run_compare(
 # --- main ---------------------------------------------------------------------------------
 
 
+def _load() -> str:
+    """The machine's 1, 5 and 15 minute load averages: a busy machine slows every figure
+    (the page and its /healthz baseline alike), so each run says how busy it was."""
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", default=DEFAULT_SERVER, help=f"one of {', '.join(SERVERS)}")
@@ -677,6 +684,7 @@ def main() -> int:
         client = redis.Redis.from_url(redis_server.url, socket_timeout=300)
         version = client.info("server")["redis_version"]
         print(f"redis-server {version} on port {redis_server.port}; server {args.server}")
+        print(f"  load average at the start: {_load()} (ratios are comparable, times are not)")
         deep_id = ""
         if {"group", "compare"} & set(phases):
             began = time.perf_counter()
@@ -700,7 +708,8 @@ def main() -> int:
             )
     finally:
         redis_server.cleanup()
-    print(f"\n({shlex.join(['uv', 'run', 'python', '-m', 'benchmarks.serving', *sys.argv[1:]])})")
+    print(f"\nload average at the end: {_load()}")
+    print(f"({shlex.join(['uv', 'run', 'python', '-m', 'benchmarks.serving', *sys.argv[1:]])})")
     return 0
 
 

@@ -93,14 +93,15 @@ def causes(
     filters: FailureFilter,
     client: Client | None = None,
     budget_ms: int | None = None,
-    limit: int = CAUSES_SHOWN,
-    pending_scan: int = PENDING_SCAN,
+    limit: int | None = None,
+    pending_scan: int | None = None,
     group_rows: int = GROUP_ROWS,
 ) -> CausesPage:
     """The causes of the failures matching ``filters``, most attempts first.
 
     With ``client``, each cause also counts the entries still pending whose last failure
-    has it (read as the module says, capped by ``pending_scan`` ids). Raises
+    has it (read as the module says, capped by ``pending_scan`` ids, default
+    ``PENDING_SCAN``). Raises
     ``SearchTooBroad`` when the grouped query runs past ``budget_ms`` (default: the
     search's budget).
     """
@@ -121,8 +122,9 @@ def causes(
     for fp, stream, group, n, first, last, top in rows:
         per_cause.setdefault(fp, []).append((stream, group, n, first, last, top))
     ranked = sorted(per_cause.items(), key=lambda kv: (-sum(r[2] for r in kv[1]), kv[0]))
-    truncated = truncated or len(ranked) > limit
-    ranked = ranked[:limit]
+    shown_cap = CAUSES_SHOWN if limit is None else limit
+    truncated = truncated or len(ranked) > shown_cap
+    ranked = ranked[:shown_cap]
 
     newest = {fp: max(r[5] for r in parts) for fp, parts in ranked}
     samples = {
@@ -132,7 +134,9 @@ def causes(
         ).values_list("id", "error_type", "message")
     }
     pending, capped, scanned = (
-        _pending_now(client, ranked, pending_scan) if client is not None else ({}, False, 0)
+        _pending_now(client, ranked, PENDING_SCAN if pending_scan is None else pending_scan)
+        if client is not None
+        else ({}, False, 0)
     )
     shown = []
     for fp, parts in ranked:

@@ -14,6 +14,11 @@ group exists), and for a dry run ``bulk.bulk_scope``'s bounded PEL read. Parsing
 auditing and the refusal answers are ``dashboard.views.action_runner``'s. ``bulk_run`` is
 the same dry run and the same capped, audited step without an HTML request, for
 ``manage.py ackboard bulk`` and the JSON API (``dashboard.views.api``).
+
+A filter may name a failure ``fingerprint`` (the Failures page's "by cause" view: act on
+a cause): the scope is then the pending entries whose last failure has that cause,
+found by ``dashboard.failure_index.cause_match`` (one indexed SQL query per 1,000 pending
+rows read), and the audit row names the fingerprint.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
 from dashboard.connection import get_redis
+from dashboard.failure_index import cause_match
 from dashboard.forms import (
     MAX_CONSUMER_LENGTH,
     ActionForm,
@@ -62,6 +68,7 @@ from dashboard.views.action_runner import (
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import bulk, selectors
 from queue_core.connection import Client
+from queue_core.fingerprint import FINGERPRINT_LENGTH
 from queue_core.types import ActionRefused, BulkResult, BulkScope
 
 
@@ -77,8 +84,8 @@ def bulk_cap() -> int:
 class BulkStep:
     """One step of a bulk action as the bar posted it: the scope and the progress so far.
 
-    ``ids`` is the selection, or None for "all matching this filter" (``consumer`` and
-    ``min_idle_ms``, from ``cursor`` on).
+    ``ids`` is the selection, or None for "all matching this filter" (``consumer``,
+    ``min_idle_ms`` and ``fingerprint``, from ``cursor`` on).
     """
 
     snapshot_id: str
@@ -89,6 +96,8 @@ class BulkStep:
     confirm: bool
     done_before: int
     skipped_before: int
+    #: Filter: only entries whose last failure has this cause (a failure fingerprint).
+    fingerprint: str | None = None
 
 
 class BulkForm(ActionForm):
@@ -106,6 +115,7 @@ class BulkForm(ActionForm):
     cursor = StreamIdField("cursor")
     consumer = PostedText()
     min_idle_ms = PostedText(strip=False)
+    fingerprint = PostedText()
     confirm = PostedText(strip=False)
     done_before = WholeNumberField("done_before")
     skipped_before = WholeNumberField("skipped_before")
@@ -143,6 +153,16 @@ class BulkForm(ActionForm):
             raise ValidationError(f"consumer name is longer than {MAX_CONSUMER_LENGTH} characters")
         return consumer
 
+    def clean_fingerprint(self) -> str:
+        fingerprint: str = self.cleaned_data["fingerprint"]
+        if self.selected or not fingerprint:
+            return ""
+        if len(fingerprint) != FINGERPRINT_LENGTH or fingerprint.strip("0123456789abcdef"):
+            raise ValidationError(
+                f"fingerprint must be {FINGERPRINT_LENGTH} hex digits, as the Failures page shows"
+            )
+        return fingerprint
+
     def clean_min_idle_ms(self) -> int | None:
         if self.selected:
             return None  # the filter's idle time means nothing for a selection
@@ -169,6 +189,7 @@ class BulkForm(ActionForm):
             confirm=self.confirmed,
             done_before=data["done_before"] or 0,
             skipped_before=data["skipped_before"] or 0,
+            fingerprint=None if selected else data["fingerprint"] or None,
         )
 
 
@@ -190,6 +211,11 @@ class BulkCall:
 
 
 def _scope(client: Client, req: ActionRequest, step: BulkStep) -> dict[str, Any]:
+    match = (
+        None
+        if step.fingerprint is None
+        else cause_match(stream=req.stream, group=req.group, fingerprint=step.fingerprint)
+    )
     return {
         "client": client,
         "stream": req.stream,
@@ -200,6 +226,7 @@ def _scope(client: Client, req: ActionRequest, step: BulkStep) -> dict[str, Any]
         "min_idle_ms": step.min_idle_ms,
         "cursor": step.cursor,
         "limit": bulk_cap(),
+        "match": match,
     }
 
 
@@ -396,10 +423,11 @@ def _apply(user: Operator, answer: BulkAnswer, step: BulkStep) -> None:
         answer.result = result
         # The row lists what was done; when nothing was, what was tried (the skips say why).
         req.ids = list(result.done) or [i.entry_id for i in result.items]
-        return _outcome(row, result)
+        return _outcome(row, result, step.fingerprint)
 
     def state() -> dict[str, Any]:
         return {
+            **({"fingerprint": step.fingerprint} if step.fingerprint else {}),
             "snapshot_id": step.snapshot_id,
             "scope": "selected" if step.ids is not None else "filter",
             "consumer": step.consumer,
@@ -411,10 +439,12 @@ def _apply(user: Operator, answer: BulkAnswer, step: BulkStep) -> None:
     answer.outcome = run(user, req, state_before=state, call=call)
 
 
-def _outcome(row: BulkAction, result: BulkResult) -> ActionResult:
+def _outcome(row: BulkAction, result: BulkResult, fingerprint: str | None = None) -> ActionResult:
     skipped = [[i.entry_id, str(i.outcome)] for i in result.skipped]
     count = len(result.done)
     message = f"{row.verb.capitalize()} {count} entr{'y' if count == 1 else 'ies'}"
+    if fingerprint:
+        message += f" whose last failure has cause {fingerprint}"
     if skipped:
         message += f"; skipped {len(skipped)} that changed or left since you looked"
     message += "." if result.complete else "; more remain."

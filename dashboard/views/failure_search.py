@@ -1,15 +1,25 @@
 """The Failures page: search the failure index by stream, group, error type, text and time.
 
-Thin: parse the query string, call ``dashboard.failure_index.failure_search``, render. It
-never touches Redis (the index is SQL) and never writes.
+Two views of the same filters: the attempts, newest first (``failure_search``), and "by
+cause" (``view=causes``: ``failure_index.causes``, one row per failure fingerprint with
+the entries still pending whose last failure has it, and per group the bulk buttons that
+act on them through ``dashboard.views.bulk``). The by-cause table refreshes itself every
+``CAUSES_REFRESH_S`` seconds (htmx polling of this view's own partial; the page has no
+socket), and each refresh is capped as the first load is.
+
+Thin: parse the query string, call ``dashboard.failure_index``, render. It never writes;
+only the by-cause view reads Redis (the pending lists, bounded by ``causes``), and when
+Redis is unreachable it still shows the causes, saying "pending now" is unknown.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import redis
 from django import forms
 from django.conf import settings
 from django.http import HttpResponse
@@ -21,6 +31,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import failure_index
+from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
 from dashboard.models import IndexedFailure
@@ -31,6 +42,10 @@ from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 _TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
 #: The "within" shortcuts: a lower time bound relative to now.
 WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+#: The by-cause table refreshes itself this often (seconds).
+CAUSES_REFRESH_S = 5
+#: The largest stream id part: with the page's time it makes the act-on-cause snapshot.
+_U64 = 2**64 - 1
 
 
 class FailureSearchForm(forms.Form):
@@ -45,6 +60,7 @@ class FailureSearchForm(forms.Form):
     until = forms.DateTimeField(required=False, input_formats=_TIME_FORMATS)
     before = forms.CharField(required=False, max_length=40)
     after = forms.CharField(required=False, max_length=40)
+    view = forms.ChoiceField(required=False, choices=[("", "attempts"), ("causes", "by cause")])
 
     def clean_stream(self) -> str:
         stream: str = self.cleaned_data["stream"]
@@ -114,6 +130,10 @@ def failure_search(request: HtmxHttpRequest) -> HttpResponse:
     query = request.GET.copy()
     for key in ("before", "after"):
         query.pop(key, None)
+    other = query.copy()
+    other.pop("view", None)
+    causes_query = other.copy()
+    causes_query["view"] = "causes"
     context: dict[str, Any] = {
         "form": form,
         "query": query.urlencode(),
@@ -121,10 +141,16 @@ def failure_search(request: HtmxHttpRequest) -> HttpResponse:
         "page": None,
         "too_broad": False,
         "budget_ms": search_budget_ms(),
+        "by_cause": request.GET.get("view") == "causes",
+        "attempts_query": other.urlencode(),
+        "causes_query": causes_query.urlencode(),
+        "refresh_s": CAUSES_REFRESH_S,
     }
     status = 200
     if not form.is_valid():
         status = 400
+    elif context["by_cause"]:
+        context.update(_causes_context(form))
     else:
         try:
             page = failure_index.failure_search(
@@ -145,3 +171,51 @@ def failure_search(request: HtmxHttpRequest) -> HttpResponse:
         # htmx is configured not to swap 4xx; the partial carries the error text itself.
         status = 200
     return render(request, template, context, status=status)
+
+
+@dataclass(frozen=True, slots=True)
+class CauseGroup:
+    """One (stream, group) a cause affects, with its page's link (None if none can be made)."""
+
+    stream: str
+    group: str
+    url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CauseRow:
+    cause: failure_index.Cause
+    groups: list[CauseGroup]
+
+
+def _causes_context(form: FailureSearchForm) -> dict[str, Any]:
+    """The by-cause view's context: the causes (or too_broad), with their groups' links,
+    and the act-on-cause snapshot (entries added after this page was made are never
+    touched: a stream id is a millisecond time)."""
+    patterns = tuple(settings.ACKBOARD_STREAMS)
+    try:
+        client = get_redis()
+        page = failure_index.causes(filters=form.filters(), client=client)
+        pending_known = True
+    except failure_index.SearchTooBroad:
+        return {"too_broad": True}
+    except redis.RedisError:
+        page = failure_index.causes(filters=form.filters(), client=None)
+        pending_known = False
+    rows = [
+        CauseRow(
+            cause=c,
+            groups=[
+                CauseGroup(s, g, _url("dashboard:group-detail", stream=s, group=g))
+                for s, g in c.groups
+                if stream_visible(s, patterns)
+            ],
+        )
+        for c in page.causes
+    ]
+    return {
+        "causes": page,
+        "cause_rows": rows,
+        "pending_known": pending_known,
+        "cause_snapshot": f"{int(time.time() * 1000)}-{_U64}",
+    }

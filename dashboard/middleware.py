@@ -93,8 +93,8 @@ def _permissions_sql(vendor: str) -> str | None:
     ``ModelBackend`` gathers them; None when the user model has no Django permissions."""
     user_model = get_user_model()
     try:
-        own = user_model._meta.get_field("user_permissions").remote_field.through  # type: ignore[union-attr]
-        groups = user_model._meta.get_field("groups").remote_field.through  # type: ignore[union-attr]
+        own = user_model._meta.get_field("user_permissions").remote_field.through
+        groups = user_model._meta.get_field("groups").remote_field.through
     except Exception:  # FieldDoesNotExist: a user model without PermissionsMixin
         return None
     q = connection.ops.quote_name
@@ -147,5 +147,6 @@ class PermissionsMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if self.enabled and hasattr(request, "session"):
             # As AuthenticationMiddleware's lazy user (the same request._cached_user).
-            request.user = SimpleLazyObject(lambda: permissions_load(get_user(request)))
+            lazy = SimpleLazyObject(lambda: permissions_load(get_user(request)))
+            request.user = lazy  # type: ignore[assignment]  # as AuthenticationMiddleware's
         return self.get_response(request)

@@ -32,7 +32,7 @@ def mixed(django_user_model: type[User]) -> User:
     fixers.permissions.add(_perm("dashboard", "claim_entry"))
     Group.objects.create(name="empty").user_set.add(user)
     user.groups.add(readers, fixers)
-    return user
+    return User.objects.get(pk=user.pk)
 
 
 class PermissionsLoadTests:

@@ -57,6 +57,8 @@ class AuditEvent(models.Model):
             ("administer_group", "Can create and delete groups and reset their position"),
             ("trim_stream", "Can trim streams"),
             ("redrive_dead_letters", "Can redrive dead letters (replay many, throttled)"),
+            # Not granted to any role by default (migration 0010_edit_replay).
+            ("edit_replay_dead_letter", "Can edit dead-lettered entries and replay them"),
         ]
 
     def __str__(self) -> str:

@@ -39,8 +39,14 @@ ACTION_PERMISSIONS: Mapping[str, str] = {
     "delete-group": "dashboard.administer_group",
     "reset-position": "dashboard.administer_group",
     "trim": "dashboard.trim_stream",
+    "redrive": "dashboard.redrive_dead_letters",  # and its controls (dashboard.redrive)
 }
 
+
+#: Edit & replay a dead letter (issue 14): apart from Replay, and held by no role by
+#: default (an edited entry runs code paths its producer never sent). Grant it per user
+#: in the admin site (README, "Edit & replay"); ``dashboard.views.edit_replay`` checks it.
+EDIT_REPLAY = "dashboard.edit_replay_dead_letter"
 
 #: The codenames (without the app label) the "Ackboard operators" group holds.
 OPERATOR_CODENAMES: tuple[str, ...] = tuple(

@@ -7,13 +7,16 @@ from django.urls import URLPattern, URLResolver, include, path, re_path, registe
 from django.views.generic import RedirectView
 
 from dashboard import converters
+from dashboard.redrive import views as redrive_views
 from dashboard.views import actions as action_views
 from dashboard.views import admin_actions, fleet_actions
 from dashboard.views import api as api_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views
 from dashboard.views import charts as chart_views
+from dashboard.views import edit_replay as edit_views
 from dashboard.views import failure_search as failure_views
+from dashboard.views import find as find_views
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
 
@@ -35,6 +38,15 @@ app_patterns: list[URLPattern | URLResolver] = [
         name="entry-detail",
     ),
     path("streams/<name:stream>/dlq/", page_views.dlq, name="dlq"),
+    # Edit & replay, payload search, jump to time (issue 14; before dlq-action's <action>).
+    path("streams/<name:stream>/dlq/<entry_id:dlq_id>/edit/", edit_views.dlq_edit, name="dlq-edit"),
+    path(
+        "streams/<name:stream>/dlq/<entry_id:dlq_id>/edit-replay/",
+        edit_views.dlq_edit_replay,
+        name="dlq-edit-replay",
+    ),
+    path("streams/<name:stream>/find/", find_views.payload_find, name="payload-find"),
+    path("streams/<name:stream>/jump/", find_views.time_jump, name="time-jump"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("healthz", ops_views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever base.html links; answer it, not a logged 404.
@@ -81,6 +93,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     *fleet_actions.PATTERNS,
     *admin_actions.PATTERNS,
     *chart_views.patterns(),  # the rate charts' data (issue 13)
+    *redrive_views.patterns(),  # redrive dead letters (issue 14): dialog, controls, API
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
     re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
     re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),

@@ -36,7 +36,7 @@ from dashboard.converters import name_problem
 from dashboard.fleet import fleet_context
 from dashboard.permissions import queues_view_required
 from dashboard.templatetags.ackboard import human_ms, since_ms
-from dashboard.views import charts
+from dashboard.views import charts, edit_replay
 from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client
@@ -458,6 +458,7 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
 def dlq_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:
     """A newest-first page of the stream's dead-letter stream: one round trip."""
     _check_visible(stream)
+    edit_replay.dlq_edits_settle(client=client, stream=stream)  # issue 14: settle first
     page = selectors.dead_letter_page(client=client, stream=stream, before=before)
     if page is None:
         raise Http404("No such stream or dead-letter stream.")
@@ -470,7 +471,8 @@ def dlq_context(*, client: Client, stream: str, before: str | None = None) -> di
         )
         for row in page.rows
     ]
-    return {"stream": stream, "page": page, "rows": rows}
+    edits = edit_replay.dlq_edit_context(client=client, stream=stream, dlq_ids=[r.id for r in rows])
+    return {"stream": stream, "page": page, "rows": rows, **edits}
 
 
 # --- input ------------------------------------------------------------------------------

@@ -57,6 +57,10 @@ ROUTES: dict[str, tuple[str, str]] = {
     "bulk-action": ("POST", "action"),
     "dlq-purge": ("POST", "action"),
     "dlq-action": ("POST", "action"),
+    "dlq-edit": ("GET", "read"),  # and the edit permission (test_edit_replay.py)
+    "dlq-edit-replay": ("POST", "action"),
+    "payload-find": ("GET", "read"),  # test_payload_search_views.py
+    "time-jump": ("GET", "read"),
     "reset-preview": ("POST", "action"),  # dry runs (test_group_admin.py)
     "trim-preview": ("POST", "action"),
     "api-action": ("POST", "token"),

@@ -1,0 +1,124 @@
+/* Edit & replay's field editor (templates/dashboard/dlq_edit.html; issue 14).
+ *
+ * One fieldset per field: a JSON value ("json" mode) is validated as it is typed and
+ * pretty-printed when the textarea loses focus; a new field whose value is a JSON object
+ * or array becomes a JSON field. Fields are added from the <template> and removed with
+ * their button. Names starting with the reserved prefix (ackboard.) are refused. The
+ * form is not sent while a field is wrong; the server checks everything again (a clear
+ * 400 naming the field). Plain JS, no dependency, no inline code (the CSP forbids it).
+ */
+(function () {
+  "use strict";
+
+  function parseJson(text) {
+    try {
+      return { ok: true, value: JSON.parse(text) };
+    } catch (err) {
+      return { ok: false, error: err.message };
+    }
+  }
+
+  function looksContainer(text) {
+    var t = text.trim();
+    return t.charAt(0) === "{" || t.charAt(0) === "[";
+  }
+
+  function setMode(fieldset, mode) {
+    fieldset.dataset.mode = mode;
+    var input = fieldset.querySelector('input[name="field_mode"]');
+    if (input) input.value = mode;
+  }
+
+  function check(fieldset, prefix) {
+    var status = fieldset.querySelector(".field-status");
+    var name = fieldset.querySelector(".field-name");
+    var value = fieldset.querySelector(".field-value");
+    var problem = "";
+    if (name && !name.readOnly) {
+      var n = name.value.trim();
+      if (!n) problem = "This field needs a name.";
+      else if (n.indexOf(prefix) === 0) problem = "Names starting with " + prefix + " are reserved.";
+    }
+    if (!problem && value) {
+      var isNew = fieldset.querySelector('input[name="field_orig"]').value === "";
+      if (isNew && fieldset.dataset.mode === "text" && looksContainer(value.value) && parseJson(value.value).ok) {
+        setMode(fieldset, "json");
+      }
+      if (fieldset.dataset.mode === "json") {
+        var parsed = parseJson(value.value);
+        if (!parsed.ok) problem = "Not valid JSON: " + parsed.error;
+      }
+    }
+    if (status) {
+      status.textContent = problem || (fieldset.dataset.mode === "json" ? "JSON ✓" : "");
+      status.classList.toggle("bad", !!problem);
+    }
+    fieldset.classList.toggle("invalid", !!problem);
+    return problem;
+  }
+
+  function pretty(fieldset) {
+    var value = fieldset.querySelector(".field-value");
+    if (!value || fieldset.dataset.mode !== "json") return;
+    var parsed = parseJson(value.value);
+    if (parsed.ok) value.value = JSON.stringify(parsed.value, null, 2);
+  }
+
+  function wire(fieldset, prefix) {
+    var remove = fieldset.querySelector(".field-remove");
+    if (remove) {
+      remove.addEventListener("click", function () {
+        fieldset.remove();
+      });
+    }
+    fieldset.addEventListener("input", function () {
+      check(fieldset, prefix);
+    });
+    var value = fieldset.querySelector(".field-value");
+    if (value) {
+      value.addEventListener("blur", function () {
+        if (!check(fieldset, prefix)) pretty(fieldset);
+      });
+    }
+    check(fieldset, prefix);
+  }
+
+  function init() {
+    var form = document.getElementById("field-editor");
+    if (!form) return;
+    var prefix = form.dataset.reservedPrefix || "ackboard.";
+    var rows = form.querySelector(".editor-rows");
+    var template = document.getElementById("editor-field-template");
+    var error = document.getElementById("editor-error");
+    form.querySelectorAll(".editor-rows .editor-field").forEach(function (f) {
+      wire(f, prefix);
+    });
+    var add = document.getElementById("field-add");
+    if (add && template && rows) {
+      add.addEventListener("click", function () {
+        var fieldset = template.content.firstElementChild.cloneNode(true);
+        rows.appendChild(fieldset);
+        wire(fieldset, prefix);
+        fieldset.querySelector(".field-name").focus();
+      });
+    }
+    form.addEventListener("submit", function (event) {
+      var problems = [];
+      form.querySelectorAll(".editor-rows .editor-field").forEach(function (f, i) {
+        var p = check(f, prefix);
+        if (p) problems.push("Field " + (i + 1) + ": " + p);
+      });
+      if (!form.querySelector(".editor-rows .editor-field")) problems.push("Keep at least one field.");
+      if (problems.length) {
+        event.preventDefault();
+        error.textContent = problems.join(" ");
+        error.hidden = false;
+      } else {
+        error.hidden = true;
+      }
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

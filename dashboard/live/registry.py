@@ -135,7 +135,11 @@ def _dlq_signature(surface: Surface, poll: Poll) -> Any:
     # Every dead-letter change (a new one, replay, delete, purge) moves the DLQ's length
     # or publishes an event, which marks the stream changed anyway.
     s = poll.stamps.streams.get(surface.stream)
-    return None if s is None else s.dlq_length
+    if s is None:
+        return None
+    from dashboard.redrive.live import redrive_stamp  # models: imported once apps are ready
+
+    return (s.dlq_length, redrive_stamp(surface.stream))
 
 
 _PAGES = "dashboard.views.pages."
@@ -182,7 +186,7 @@ KINDS: dict[str, SurfaceKind] = {
     ),
     "dlq": SurfaceKind(
         template="dashboard/dlq.html",
-        partials=("dlq-table",),
+        partials=("dlq-table", "redrive-panel"),
         context=_PAGES + "dlq_context",
         page="dashboard:dlq",
         socket="streams/{stream}/dlq/",

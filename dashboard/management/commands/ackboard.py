@@ -38,6 +38,7 @@ from dashboard.api_tokens import token_issue, token_revoke
 from dashboard.cli_table import Options, Step, Subcommand, single
 from dashboard.middleware import redis_problem
 from dashboard.models import ApiToken
+from dashboard.redrive import cli as redrive_cli
 from dashboard.views.remote import Answer, action_answer, bulk_answer, refusal
 from queue_core.errors import invalid_id
 
@@ -319,6 +320,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         _retire_idle_arguments, single(_retire_idle),
     ),
     *admin_cli.SUBCOMMANDS,
+    *redrive_cli.SUBCOMMANDS,  # redrive dead letters (issue 14)
 )  # fmt: skip
 
 

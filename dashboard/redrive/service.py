@@ -1,0 +1,266 @@
+"""Create and control redrive jobs: the one path of the buttons, the CLI and the JSON API.
+
+Owns the input rules (``parse``: a clear 400 for each bad field), the permission check
+(``dashboard.redrive_dead_letters``, a denied attempt audited before the 403), the dry
+run, creating a job (audited "redrive", its filter, canary and rate in the row) and the
+operator's controls, each one conditional UPDATE of the job's state (so a click that
+races the runner or another operator is a clear 409, never a lost change) and one audit
+row ("redrive-pause", "-resume", "-cancel", "-continue", "-stop"):
+
+- pause: canary or running -> paused (the runner stops before its next replay);
+- resume: paused -> canary (its canary not complete) or running;
+- continue: waiting (the canary done) -> running;
+- stop: waiting -> cancelled (the canary's replays stay replayed);
+- cancel: any state but a final one -> cancelled.
+
+Answers are ``Outcome`` (an HTTP status, a one-line message, the job or the dry run).
+Costs: the dry run's scan (``dashboard.redrive.selection``); a control is one UPDATE and
+one INSERT.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+
+from dashboard.audit import audit_record
+from dashboard.converters import name_problem
+from dashboard.redrive.models import RedriveJob
+from dashboard.redrive.runner import max_rate
+from dashboard.redrive.selection import DryRun, RedriveFilter, dry_run
+from dashboard.views.action_runner import BadRequest, check_stream
+from queue_core.connection import Client
+
+PERMISSION = "dashboard.redrive_dead_letters"
+State = RedriveJob.State
+MAX_CANARY = 1000
+#: The rate a job gets when none is given (replays per second).
+DEFAULT_RATE = 10.0
+_FINGERPRINT = re.compile(r"^[0-9a-f]{4,64}$")
+_MS = re.compile(r"^\d{1,15}$")
+
+#: control -> (states it applies to, the state it sets; None: resume's choice).
+CONTROLS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "pause": ((State.CANARY, State.RUNNING), State.PAUSED),
+    "resume": ((State.PAUSED,), None),
+    "continue": ((State.WAITING,), State.RUNNING),
+    "stop": ((State.WAITING,), State.CANCELLED),
+    "cancel": ((State.CANARY, State.WAITING, State.RUNNING, State.PAUSED), State.CANCELLED),
+}
+
+User = AbstractBaseUser | AnonymousUser
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    message: str
+    job: RedriveJob | None = None
+    dry: DryRun | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+    def payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"ok": self.ok, "message": self.message}
+        if self.dry is not None:
+            body.update(would_replay=self.dry.count, complete=self.dry.complete,
+                        upto_id=self.dry.upto_id)  # fmt: skip
+        if self.job is not None:
+            body["job"] = job_json(self.job)
+        return body
+
+
+def job_json(job: RedriveJob) -> dict[str, Any]:
+    return {
+        "id": job.pk, "stream": job.stream, "state": job.state, "matched": job.matched,
+        "replayed": job.replayed, "gone": job.gone, "refused": job.refused,
+        "canary": job.canary, "canary_replays": job.canary_replays, "rate": job.rate,
+        "cursor": job.cursor, "upto_id": job.upto_id, "last_error": job.last_error,
+        "filter": {"group": job.origin_group, "fingerprint": job.fingerprint,
+                   "reason_contains": job.reason_contains, "since_ms": job.since_ms,
+                   "until_ms": job.until_ms},
+    }  # fmt: skip
+
+
+def may_redrive(user: User | None) -> bool:
+    has_perm = getattr(user, "has_perm", None)  # AbstractBaseUser declares none
+    return bool(user is not None and user.is_authenticated and has_perm and has_perm(PERMISSION))
+
+
+def _time_ms(value: str, what: str) -> int | None:
+    value = value.strip()
+    if not value:
+        return None
+    if _MS.match(value):
+        return int(value)
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(
+            f"{what} must be a time (2026-12-01T21:00, UTC) or epoch milliseconds"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    ms = int(when.timestamp() * 1000)
+    if ms < 0:
+        raise BadRequest(f"{what} is before 1970")
+    return ms
+
+
+def _number(value: Any, what: str, *, default: float, low: float, high: float) -> float:
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        return default
+    try:
+        number = float(text)
+    except ValueError:
+        raise BadRequest(f"{what} must be a number") from None
+    if not low <= number <= high:  # NaN fails this too
+        raise BadRequest(f"{what} must be between {low:g} and {high:g}")
+    return number
+
+
+def parse(data: Mapping[str, Any]) -> tuple[RedriveFilter, int, float]:
+    """(filter, canary, rate) from form, JSON or CLI fields; BadRequest (400) says why."""
+
+    def text(name: str, limit: int) -> str:
+        value = data.get(name)
+        value = "" if value is None else str(value).strip()
+        if len(value) > limit:
+            raise BadRequest(f"{name} is longer than {limit} characters")
+        if "\x00" in value:
+            raise BadRequest(f"{name} holds a NUL character")
+        return value
+
+    group = text("group", 1024)
+    if group and name_problem(group) is not None:
+        raise BadRequest(f"that group name cannot be used here ({name_problem(group)})")
+    fingerprint = text("fingerprint", 64).lower()
+    if fingerprint and not _FINGERPRINT.match(fingerprint):
+        raise BadRequest("fingerprint must be the hex digest the Failures page shows")
+    since = _time_ms(text("since", 40), "since")
+    until = _time_ms(text("until", 40), "until")
+    if since is not None and until is not None and since > until:
+        raise BadRequest("since is after until")
+    canary = _number(data.get("canary"), "canary", default=0, low=0, high=MAX_CANARY)
+    if canary != int(canary):
+        raise BadRequest("canary must be a whole number")
+    cap = max_rate()
+    rate = _number(data.get("rate"), "rate", default=min(DEFAULT_RATE, cap), low=0.1, high=cap)
+    filt = RedriveFilter(
+        group=group, fingerprint=fingerprint, reason_contains=text("reason_contains", 500),
+        since_ms=since, until_ms=until,
+    )  # fmt: skip
+    return filt, int(canary), rate
+
+
+def _denied(user: User | None, action: str, stream: str, channel: str) -> Outcome:
+    audit_record(
+        user=user, action=action, stream=stream, result="refused", channel=channel,
+        detail="permission denied (dashboard.redrive_dead_letters)",
+    )  # fmt: skip
+    return Outcome(403, "You may not redrive dead letters.")
+
+
+def redrive(
+    *,
+    user: User | None,
+    client: Client,
+    stream: str,
+    data: Mapping[str, Any],
+    confirm: bool,
+    channel: str = "button",
+) -> Outcome:
+    """The dry run (``confirm`` False: how many would be replayed, nothing changed), or a
+    new job over the dead letters matching now (its ``upto_id``), audited."""
+    try:
+        check_stream(stream)
+    except BadRequest as exc:
+        return Outcome(exc.status, str(exc))
+    if not may_redrive(user):
+        return _denied(user, "redrive", stream, channel)
+    try:
+        filt, canary, rate = parse(data)
+    except BadRequest as exc:
+        return Outcome(exc.status, str(exc))
+    dry = dry_run(client, stream, filt)
+    if not confirm:
+        return Outcome(200, f"Dry run: {dry.text} ({filt.describe()}).", dry=dry)
+    if dry.count == 0:
+        audit_record(
+            user=user, action="redrive", stream=stream, group=filt.group, result="refused",
+            channel=channel, detail=f"nothing to redrive ({filt.describe()})",
+        )  # fmt: skip
+        return Outcome(409, f"Nothing to redrive: no dead letter matches ({filt.describe()}).")
+    with transaction.atomic():
+        job = RedriveJob.objects.create(
+            stream=stream, created_by=user.get_username() if user else "",
+            origin_group=filt.group, fingerprint=filt.fingerprint,
+            reason_contains=filt.reason_contains, since_ms=filt.since_ms,
+            until_ms=filt.until_ms, upto_id=dry.upto_id, canary=canary, rate=rate,
+            state=State.CANARY if canary else State.RUNNING, matched=dry.count,
+        )  # fmt: skip
+        audit_record(
+            user=user, action="redrive", stream=stream, group=filt.group, result="ok",
+            channel=channel,
+            detail=(f"redrive #{job.pk}: {dry.text} ({filt.describe()}); "
+                    f"canary {canary}, {rate:g}/s"),
+            state_before={"job": job.pk, "filter": filt.as_dict(), "canary": canary,
+                          "rate": rate, "matched": dry.count, "upto_id": dry.upto_id},
+        )  # fmt: skip
+    first = f"a canary of {canary} first" if canary else "no canary"
+    return Outcome(200, f"Redrive #{job.pk} started: {dry.count} dead letters, {first}, "
+                        f"{rate:g}/s.", job=job, dry=dry)  # fmt: skip
+
+
+def control(
+    *, user: User | None, job_id: int | str, action: str, channel: str = "button"
+) -> Outcome:
+    """Pause, resume, continue, stop or cancel a job; audited "redrive-<action>"."""
+    if action not in CONTROLS:
+        return Outcome(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
+    try:
+        pk = int(str(job_id))
+    except ValueError:
+        return Outcome(400, "the job id must be a number")
+    job = RedriveJob.objects.filter(pk=pk).first()
+    if job is None:
+        return Outcome(404, f"no redrive job #{job_id}")
+    audit_action = f"redrive-{action}"
+    if not may_redrive(user):
+        return _denied(user, audit_action, job.stream, channel)
+    allowed, target = CONTROLS[action]
+    before = job.state
+    if target is None:  # resume: back to the canary if it is not complete
+        target = State.CANARY if len(job.canary_replays) < job.canary else State.RUNNING
+    extra: dict[str, Any] = {}
+    if target == State.CANCELLED:
+        from django.utils import timezone
+
+        extra["finished_at"] = timezone.now()
+    changed = RedriveJob.objects.filter(pk=pk, state__in=allowed).update(state=target, **extra)
+    job.refresh_from_db()
+    if not changed:
+        audit_record(
+            user=user, action=audit_action, stream=job.stream, group=job.origin_group,
+            result="refused", channel=channel,
+            detail=f"redrive #{pk} is {job.state}: {action} applies to {', '.join(allowed)}",
+        )  # fmt: skip
+        return Outcome(409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.",
+                       job=job)  # fmt: skip
+    new_ids = [c["new_id"] for c in job.canary_replays] if action in ("continue", "stop") else []
+    audit_record(
+        user=user, action=audit_action, stream=job.stream, group=job.origin_group,
+        result="ok", channel=channel, new_ids=new_ids,
+        detail=f"redrive #{pk}: {before} -> {target}",
+        state_before={"job": pk, "state": before, "replayed": job.replayed},
+    )  # fmt: skip
+    return Outcome(200, f"Redrive #{pk}: {job.get_state_display()}.", job=job)

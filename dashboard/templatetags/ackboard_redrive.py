@@ -1,0 +1,55 @@
+"""``{% redrive_panel stream %}``: the dead-letter page's redrive jobs (issue 14).
+
+Renders ``dashboard/_redrive_panel.html`` with the stream's jobs that are not finished,
+plus the newest finished one (its outcome stays visible), and the canary's outcomes of
+each job still showing a canary (``dashboard.redrive.canary``). Used inside the live
+partial "redrive-panel" of dlq.html, so a page load and every live push render it the
+same way. Costs: one SELECT of at most ``SHOWN`` jobs, and the canary's reads for a job
+that has one; a Redis error is shown in the panel, never raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from django import template
+
+from dashboard.connection import get_redis
+from dashboard.redrive import canary
+from dashboard.redrive.models import RedriveJob
+from dashboard.redrive.service import PERMISSION
+
+register = template.Library()
+
+SHOWN = 5
+
+
+@register.inclusion_tag("dashboard/_redrive_panel.html", takes_context=True)
+def redrive_panel(context: template.Context, stream: str) -> dict[str, Any]:
+    jobs = list(
+        RedriveJob.objects.filter(stream=stream).exclude(state__in=RedriveJob.FINAL)[:SHOWN]
+    )
+    last_final = RedriveJob.objects.filter(stream=stream, state__in=RedriveJob.FINAL).first()
+    if last_final is not None:
+        jobs.append(last_final)
+    shown = []
+    for job in jobs:
+        rows: list[canary.CanaryRow] = []
+        problem = ""
+        if job.canary_replays and job.state in (job.State.CANARY, job.State.WAITING):
+            try:
+                rows = canary.outcomes(get_redis(), job)
+            except redis.RedisError as exc:
+                problem = f"canary outcomes unavailable: {exc}"
+        shown.append({
+            "job": job, "canary_rows": rows, "canary_problem": problem,
+            "bad": sum(1 for r in rows if r.bad),
+            "processed": sum(1 for r in rows if r.outcome == canary.PROCESSED),
+        })  # fmt: skip
+    user = context.get("user")
+    return {
+        "stream": stream,
+        "jobs": shown,
+        "may_redrive": bool(user is not None and user.has_perm(PERMISSION)),
+    }

@@ -287,3 +287,17 @@ def run_loop(
                 stopping.wait(1.0)
     finally:
         release(owner)
+
+
+def start_thread(client: Client, stopping: threading.Event) -> threading.Thread:
+    """The runner on a daemon thread of this process (the demo's choice: one process
+    less), until ``stopping`` is set; it releases its leases as it ends."""
+    thread = threading.Thread(
+        target=run_loop,
+        args=(lambda: client,),
+        kwargs={"owner": runner_name(), "stopping": stopping},
+        name="redrive-runner",
+        daemon=True,
+    )
+    thread.start()
+    return thread

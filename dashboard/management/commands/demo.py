@@ -1,9 +1,10 @@
 """``manage.py demo``: the whole product on one machine, with one command.
 
 Chooses a Redis (dashboard.devredis), migrates SQLite, resets the ``admin`` password,
-creates the ``demo:`` streams and groups, then runs two threads (the producer and the
-failure ingestor) and, as child processes, the demo's ``queue_worker``s and the web server
-(the production server and flags of ``dashboard.serve``). One consumer is SIGKILLed
+creates the ``demo:`` streams and groups, then runs three threads (the producer, the
+failure ingestor and the redrive runner of ``manage.py run_jobs``) and, as child
+processes, the demo's ``queue_worker``s and the web server (the production server and
+flags of ``dashboard.serve``). One consumer is SIGKILLed
 mid-batch after ``--kill-after`` seconds, so its entries go stale and are reclaimed by
 the others. Ctrl-C or SIGTERM stops everything it started, workers first
 (they finish in-flight jobs), the private server (Valkey or Redis) last.
@@ -47,6 +48,7 @@ from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
 from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
 from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.failure_index import failures_ingest_loop
+from dashboard.redrive import runner as redrive_runner
 from dashboard.serve import server_argv
 from queue_core.connection import Client, connect
 from queue_core.keys import stream_keys
@@ -217,6 +219,8 @@ class Command(BaseCommand):
         producer: Producer | None = None
         ingest_stop = threading.Event()
         ingest: threading.Thread | None = None
+        jobs_stop = threading.Event()
+        jobs: threading.Thread | None = None
         made: DemoKeys | None = None
         client: Client | None = None
         try:
@@ -247,6 +251,8 @@ class Command(BaseCommand):
                 target=_ingest, args=(server.url, ingest_stop), name="demo-ingest", daemon=True
             )
             ingest.start()
+            # Redrive jobs (issue 14) run on a thread here, not a run_jobs process.
+            jobs = redrive_runner.start_thread(client, jobs_stop)
             self._wait_until_serving(supervisor, host, port, stop)
             if stop.is_set():
                 return
@@ -258,8 +264,11 @@ class Command(BaseCommand):
             if producer is not None:
                 producer.stop()
             ingest_stop.set()
+            jobs_stop.set()
             if ingest is not None:
                 ingest.join(timeout=10)
+            if jobs is not None:
+                jobs.join(timeout=10)
             if supervisor is not None:
                 supervisor.stop(timeout=options["grace_seconds"] + 5)
             if made is not None and client is not None:

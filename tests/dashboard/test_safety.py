@@ -63,6 +63,10 @@ ROUTES: dict[str, tuple[str, str]] = {
     "time-jump": ("GET", "read"),
     "reset-preview": ("POST", "action"),  # dry runs (test_group_admin.py)
     "trim-preview": ("POST", "action"),
+    "group-action": ("POST", "action"),  # fleet and group admin (test_fleet.py, …)
+    "consumer-action": ("POST", "action"),
+    "stream-action": ("POST", "action"),
+    "idle-consumers": ("GET", "read"),  # Retire idle's dry run, and its permission
     "api-action": ("POST", "token"),
     "api-bulk": ("POST", "token"),
     "api-whoami": ("GET", "token"),
@@ -196,6 +200,9 @@ def _action_urls(w: World) -> dict[str, str]:
         "dlq-action": f"/streams/{s}/dlq/{w.dlq_id}/delete/",
         "reset-preview": f"/streams/{s}/groups/{g}/preview/reset-position/",
         "trim-preview": f"/streams/{s}/preview/trim/",
+        "group-action": f"/streams/{s}/groups/{g}/do/pause/",
+        "consumer-action": f"/streams/{s}/groups/{g}/consumers/c/retire/",
+        "stream-action": f"/streams/{s}/do/trim/",
     }
 
 

@@ -30,6 +30,8 @@ class OneHomeTests:
             "dashboard/_dlq_actions.html",
             "dashboard/group.html",  # the pending rows' shared dialogs, one per action
             "dashboard/_admin.html",  # Create group, Delete group
+            "dashboard/_fleet.html",  # Pause, Resume
+            "dashboard/_fleet_consumers.html",  # the consumer rows' shared Retire dialog
         }
 
     def test_pager_links_are_the_pager_partial(self) -> None:

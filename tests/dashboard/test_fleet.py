@@ -163,6 +163,28 @@ class GroupPageTests:
         assert [row[11] for row in rows.values()] == ["paused", "paused", "not yet"]
         assert labelled_text(body, "Resume group")
 
+    def test_what_cannot_be_read_never_breaks_the_page_or_the_live_stamp(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "w1", 1)
+        keys = stream_keys(stream)
+        beat(r, stream, "w1")
+        r.hset(keys.workers("g"), "junk", "not json")  # skipped
+        r.hset(keys.pause("g"), "a", "b")  # a pause key of another type still pauses
+        body = page(make_client("olga", *FLEET), stream)
+        assert element_text(body, "group-fleet").startswith(
+            "paused Paused by (unknown) ((unreadable)), 0 of 1 worker confirmed"
+        )
+        assert [row[0] for row in table_rows(body, "worker-").values()] == ["w1"]
+        stamps = fleet_stamps(client=r, groups=[(stream, "g")])
+        assert stamps[(stream, "g")][0] == "wrong type"
+        r.delete(keys.pause("g"))
+        r.set(keys.workers("g"), "x")
+        assert "Not paused. No Ackboard worker" in element_text(
+            page(make_client("rex", *FLEET), stream), "group-fleet"
+        )
+        assert fleet_stamps(client=r, groups=[(stream, "g")])[(stream, "g")] == (None, ())
+
     def test_a_reader_sees_the_banner_but_no_buttons(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:

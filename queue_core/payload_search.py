@@ -238,6 +238,10 @@ class _Budget:
         return int((time.monotonic() - self.started) * 1000)
 
 
+def _id_text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _entry(item: Any) -> StreamEntry:
     entry_id, fields = item
     pairs = tuple((bytes(k), bytes(v)) for k, v in (fields or {}).items())
@@ -270,7 +274,7 @@ def _range_search(
         count = max(1, min(chunk, max_entries - scanned))
         upper = "+" if cursor is None else "(" + cursor
         try:
-            raw = client.xrevrange(key, max=upper, min="-", count=count)
+            raw = client.xrevrange(key, max=upper, min="-", count=count) or []
         except redis.ResponseError:
             raw = []
         for item in raw:
@@ -376,8 +380,7 @@ def pending_search(
         count = max(1, min(chunk, max_entries - scanned))
         lower = "-" if cursor is None else "(" + cursor
         rows = client.xpending_range(stream, group, min=lower, max="+", count=count)
-        ids = [r["message_id"] for r in rows]
-        ids = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+        ids = [_id_text(r["message_id"]) for r in rows]
         pipe = client.pipeline(transaction=False)
         for entry_id in ids:
             pipe.xrange(stream, min=entry_id, max=entry_id, count=1)

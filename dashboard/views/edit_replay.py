@@ -203,12 +203,13 @@ def _field_value(name: str, value: str, mode: str, before: tuple[bytes, bytes] |
     if mode == "json":
         try:
             document = json.loads(value)
-        except (ValueError, RecursionError) as exc:
-            where = f" (line {exc.lineno}, column {exc.colno})" if hasattr(exc, "lineno") else ""
+        except json.JSONDecodeError as exc:
             raise BadRequest(
-                f"field {name.strip()[:80]!r} is not valid JSON{where}: "
-                f"{getattr(exc, 'msg', str(exc))[:120]}"
+                f"field {name.strip()[:80]!r} is not valid JSON (line {exc.lineno}, column "
+                f"{exc.colno}): {exc.msg[:120]}"
             ) from None
+        except (ValueError, RecursionError) as exc:
+            raise BadRequest(f"field {name.strip()[:80]!r} is not valid JSON ({exc})") from None
         if before is not None and old is not None:
             with contextlib.suppress(ValueError, RecursionError):
                 if json.loads(old) == document:

@@ -60,8 +60,9 @@ def rows(*items: tuple[str, str, str, str], **extra: str) -> dict[str, Any]:
 
 
 def new_entry(r: redis.Redis, stream: str, new_id: str) -> dict[bytes, bytes]:
-    [(_, fields)] = r.xrange(stream, min=new_id, max=new_id)
-    return fields  # type: ignore[no-any-return]
+    found: Any = r.xrange(stream, min=new_id, max=new_id)
+    [(_, fields)] = found
+    return dict(fields)
 
 
 class PermissionTests:

@@ -4,6 +4,7 @@ budget: a search continued until done sees every entry exactly once."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import redis
@@ -186,7 +187,7 @@ class BudgetTests:
         make_group(r, stream, "g")
         r.xadd(stream, {"payload": '{"customer": {"id": "c-9"}}'})
         r.xadd(stream, {"payload": '{"customer": {"id": "c-1"}}'})
-        entries = r.xreadgroup("g", "c", {stream: ">"})
+        entries: Any = r.xreadgroup("g", "c", {stream: ">"})
         for entry_id, _ in entries[0][1]:
             entry_dead_letter(
                 client=r, stream=stream, group="g", entry_id=entry_id.decode(), reason="bad"

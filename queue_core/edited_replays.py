@@ -21,13 +21,17 @@ settled: a handful), one pipelined round trip (XINFO GROUPS, and per awaiting re
 ``XPENDING key group id id 1`` and an ``XRANGE dlq id id``), one more for the records
 that look settled (``XRANGE dlq (new_id + COUNT 500``, looking for a new dead letter of
 the new entry), then one script per record that changes. Cheap enough to run on every
-read of the dead-letter page and in a sweep (``manage.py run_jobs``, the ingestor).
+read of the dead-letter page and in a sweep: ``edited_replays_sweep`` settles every
+stream with an edited replay (from the ``EDITS_INDEX_KEY`` set) and
+``edited_replays_sweeper`` runs it every few seconds in ``manage.py run_jobs``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +59,21 @@ __all__ = [
     "dead_letter_edit_replay",
     "edited_replays_read",
     "edited_replays_settle",
+    "edited_replays_sweep",
+    "edited_replays_sweeper",
     "edits_key",
 ]
+
+log = logging.getLogger("ackboard.edited_replays")
+
+#: The streams that may have edited replays to settle: a set of stream names, added to
+#: after each edited replay and pruned by the sweep once a stream has none left. Outside
+#: the streams' slots (one key for all), so it is written apart from the replay's script:
+#: a lost entry (a crash between the two, or a prune racing a new replay) only means that
+#: stream is settled by its dead-letter page's reads until its next edited replay.
+EDITS_INDEX_KEY = "ackboard:dlq-edits"
+#: Streams one sweep looks at, at most.
+SWEEP_MAX_STREAMS = 1000
 
 #: How many dead letters after a replay's new entry the settle looks through for a new
 #: dead letter of it (a failed replay is dead-lettered after its own id).
@@ -120,6 +137,10 @@ def dead_letter_edit_replay(
     ).run(client)
     if isinstance(result, Refusal):
         raise result.error()
+    try:
+        client.sadd(EDITS_INDEX_KEY, stream)
+    except redis.RedisError:
+        log.warning("edited replay of %s: not added to the sweep's index", dlq_id)
     event_publish(
         client=client,
         type="action",
@@ -220,3 +241,36 @@ def edited_replays_settle(client: Client, stream: str) -> int:
             continue
         changed += int(done)
     return changed
+
+
+def edited_replays_sweep(client: Client, *, max_streams: int = SWEEP_MAX_STREAMS) -> int:
+    """Settle every stream of the sweep's index (``EDITS_INDEX_KEY``); returns how many
+    records changed. A stream left with no record is pruned from the index. One SSCAN
+    page, then per stream what ``edited_replays_settle`` costs plus one EXISTS."""
+    changed = 0
+    _, members = client.sscan(EDITS_INDEX_KEY, 0, count=max_streams)
+    for raw in list(members)[:max_streams]:
+        stream = _text(raw)
+        try:
+            changed += edited_replays_settle(client, stream)
+            if not client.exists(edits_key(stream)):
+                client.srem(EDITS_INDEX_KEY, raw)
+        except (redis.ResponseError, ValueError):  # a name that cannot have companions
+            client.srem(EDITS_INDEX_KEY, raw)
+    return changed
+
+
+def edited_replays_sweeper(
+    client_factory: Callable[[], Client], stopping: threading.Event, *, every_s: float = 5.0
+) -> None:
+    """Run ``edited_replays_sweep`` every ``every_s`` seconds until ``stopping`` is set
+    (``manage.py run_jobs`` runs it in a daemon thread). A Redis error is logged and the
+    next sweep tries again."""
+    while not stopping.is_set():
+        try:
+            changed = edited_replays_sweep(client_factory())
+            if changed:
+                log.info("edited replays: %d settled or updated", changed)
+        except redis.RedisError as exc:
+            log.warning("edited replays sweep failed: %s", exc)
+        stopping.wait(every_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -13,13 +14,19 @@ from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
 from dashboard.models import AuditEvent
-from queue_core.edited_replays import edited_replays_settle
+from queue_core.edited_replays import (
+    EDITS_INDEX_KEY,
+    edited_replays_settle,
+    edited_replays_sweep,
+    edited_replays_sweeper,
+)
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
 from queue_core.scripts.edit_replay import EDITED_FIELD, EDITED_FROM_FIELD, edits_key
 from queue_core.services import entry_dead_letter
 from tests.dashboard.action_helpers import MakeClient
 from tests.dashboard.conftest import ALL_ACTIONS
 from tests.html import element_text
+from tests.queue_core.worker.helpers import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
 
@@ -300,3 +307,39 @@ class HostileTests:
         # The audit page shows the row escaped.
         audit = client.get(reverse("dashboard:audit")).content.decode()
         assert "<script>alert(1)" not in audit
+
+
+class SweepTests:
+    def test_sweep_settles_without_a_page_read_and_prunes_its_index(
+        self, make_client: MakeClient, r: redis.Redis, stream: str
+    ) -> None:
+        _, dlq_id = dead_letter(r, stream)
+        make_client("eddie", *EDITOR).post(
+            post_url(stream, dlq_id), rows(("0", "payload", "{}", "json"))
+        )
+        [new_id] = AuditEvent.objects.get(action="edit-replay").new_ids
+        assert r.sismember(EDITS_INDEX_KEY, stream)
+        assert edited_replays_sweep(r) == 0  # not delivered yet
+        r.xreadgroup("g", "c1", {stream: ">"})
+        r.xack(stream, "g", new_id)
+        assert edited_replays_sweep(r) == 1
+        assert r.xlen(stream_keys(stream).dlq) == 0
+        assert not r.sismember(EDITS_INDEX_KEY, stream)
+
+    def test_run_jobs_sweeps(self, make_client: MakeClient, r: redis.Redis, stream: str) -> None:
+        _, dlq_id = dead_letter(r, stream)
+        make_client("eddie", *EDITOR).post(
+            post_url(stream, dlq_id), rows(("0", "payload", "{}", "json"))
+        )
+        [new_id] = AuditEvent.objects.get(action="edit-replay").new_ids
+        r.xreadgroup("g", "c1", {stream: ">"})
+        r.xack(stream, "g", new_id)
+        stopping = threading.Event()
+        sweeper = threading.Thread(target=edited_replays_sweeper, args=(lambda: r, stopping))
+        sweeper.start()
+        try:
+            wait_until(lambda: r.xlen(stream_keys(stream).dlq) == 0, timeout=5, what="sweep")
+        finally:
+            stopping.set()
+            sweeper.join(timeout=5)
+        assert not sweeper.is_alive()

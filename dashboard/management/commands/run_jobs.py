@@ -26,6 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.connection import get_redis
 from dashboard.redrive import runner
+from queue_core.edited_replays import edited_replays_sweeper
 
 
 class Command(BaseCommand):
@@ -63,6 +64,11 @@ class Command(BaseCommand):
             f"{runner.max_rate():g}/s; Ctrl-C stops."
         )
         self.stdout.flush()
+        # Edit & replay (issue 14): delete dead letters whose edited replay succeeded.
+        sweeper = threading.Thread(
+            target=edited_replays_sweeper, args=(get_redis, stopping), daemon=True
+        )
+        sweeper.start()
         runner.run_loop(
             get_redis, owner=owner, stopping=stopping, poll_s=poll, lease=lease,
             once=options["once"],

@@ -24,12 +24,16 @@ tier-1 rows and ~6 tier-0 rows); the estimate reads at most window / interval ro
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from dashboard.rates.models import TIERS, RateSample
 
@@ -127,94 +131,219 @@ _FIELDS = (
 )
 _Row = tuple[float, int | None, int | None, int | None, float | None, float | None, int | None]
 
+#: The figures of a point after its time, in ``Point``'s order (the chart's columns).
+FIGURES = (
+    "produce_per_s",
+    "consume_per_s",
+    "lag",
+    "oldest_pending_s",
+    "undelivered_s",
+    "failures_per_min",
+)
 
-def _rate(now: int | None, before: int | None, dt: float) -> float | None:
-    if now is None or before is None or dt <= 0 or now < before:
-        return None
-    return (now - before) / dt
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """A series as columns (what a chart draws): ``t`` and one list per name of
+    ``FIGURES``, the same values as ``Series.points`` without a ``Point`` per row."""
+
+    stream: str
+    group: str
+    range_s: int
+    tier: int
+    step_s: int
+    t: list[int]
+    figures: dict[str, list[Any]]
+    markers: list[Marker]
+    counters: bool
+
+
+def _columns(rows: Sequence[_Row], previous: _Row | None = None) -> tuple[list[int], list[Any]]:
+    """The times and the six figure columns (``FIGURES`` order) of ``rows``: one pass,
+    no object per row. Rates are Δcounter / Δt from the row before (``previous`` for the
+    first row): None on the first row without one, across a reset, without counters."""
+    times: list[int] = []
+    produce: list[float | None] = []
+    consume: list[float | None] = []
+    lags: list[int | None] = []
+    pending_ages: list[float | None] = []
+    undelivered: list[float | None] = []
+    per_min: list[float | None] = []
+    p_at = p_added = p_read = None
+    if previous is not None:
+        p_at, p_added, p_read = previous[0], previous[1], previous[2]
+    for at, added, read, lag, oldest, waiting, failures in rows:
+        times.append(int(at))
+        lags.append(lag)
+        pending_ages.append(oldest)
+        undelivered.append(waiting)
+        if p_at is None:
+            produce.append(None)
+            consume.append(None)
+            per_min.append(None)
+        else:
+            dt = at - p_at
+            if dt > 0:
+                produce.append(
+                    None if added is None or p_added is None or added < p_added
+                    else (added - p_added) / dt
+                )  # fmt: skip
+                consume.append(
+                    None if read is None or p_read is None or read < p_read
+                    else (read - p_read) / dt
+                )  # fmt: skip
+                per_min.append(None if failures is None else failures * 60 / dt)
+            else:
+                produce.append(None)
+                consume.append(None)
+                per_min.append(None)
+        p_at, p_added, p_read = at, added, read
+    return times, [produce, consume, lags, pending_ages, undelivered, per_min]
 
 
 def _points(rows: Sequence[_Row], previous: _Row | None = None) -> list[Point]:
-    points = []
-    for row in rows:
-        at, added, read, lag, oldest, undelivered, failures = row
-        produce = consume = per_min = None
-        if previous is not None:
-            dt = at - previous[0]
-            produce = _rate(added, previous[1], dt)
-            consume = _rate(read, previous[2], dt)
-            if failures is not None and dt > 0:
-                per_min = failures * 60 / dt
-        points.append(Point(int(at), produce, consume, lag, oldest, undelivered, per_min))
-        previous = row
-    return points
+    times, figures = _columns(rows, previous)
+    return [Point(*values) for values in zip(times, *figures, strict=True)]
 
 
-def _rows(tier: int, stream: str, group: str, since: float, until: float) -> list[_Row]:
-    return list(
-        RateSample.objects.filter(
-            tier=tier, stream=stream, group=group, at__gt=since, at__lte=until
+def _db() -> BaseDatabaseWrapper:
+    return connections[router.db_for_read(RateSample)]
+
+
+def _sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
+    """The range read and the row-before read, as SQL (built once per connection vendor):
+    the ``rate_series`` index's (tier, stream, group, at) order, only the needed columns,
+    no model instances and no ORM compile per call."""
+    cached = _SQL.get(db.vendor)
+    if cached is None:
+        q = db.ops.quote_name
+        columns = ", ".join(q(f) for f in _FIELDS)
+        where = f"{q('tier')} = %s AND {q('stream')} = %s AND {q('group')} = %s"
+        table = q(RateSample._meta.db_table)
+        at = q("at")
+        cached = (
+            f"SELECT {columns} FROM {table} WHERE {where} AND {at} > %s AND {at} <= %s "
+            f"ORDER BY {at}",
+            f"SELECT {columns} FROM {table} WHERE {where} AND {at} <= %s "
+            f"ORDER BY {at} DESC LIMIT 1",
         )
-        .order_by("at")
-        .values_list(*_FIELDS)
-    )
+        _SQL[db.vendor] = cached
+    return cached
+
+
+_SQL: dict[str, tuple[str, str]] = {}
+
+
+def _aware(value: Any) -> float:
+    """An audit row's ``created_at`` as epoch seconds, from what the driver returns: a
+    datetime (PostgreSQL; naive means UTC) or SQLite's ISO text in UTC."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return float(value.timestamp())
+
+
+def _id_count(db: BaseDatabaseWrapper) -> str:
+    """SQL for the number of entry ids of an audit row (the JSON array's length in the
+    database, so a bulk action's 10,000 ids are never decoded for a marker)."""
+    column = db.ops.quote_name("entry_ids")
+    if db.vendor == "postgresql":
+        return f"jsonb_array_length({column})"
+    if db.vendor == "sqlite":
+        return f"json_array_length({column})"
+    return column  # decoded below
 
 
 def _markers(stream: str, group: str, since: float, until: float) -> list[Marker]:
     from dashboard.models import AuditEvent
 
-    events = (
-        AuditEvent.objects.filter(
-            stream=stream,
-            created_at__gt=datetime.fromtimestamp(since, UTC),
-            created_at__lte=datetime.fromtimestamp(until, UTC),
-        )
-        .order_by("-created_at")
-        .values_list("created_at", "action", "username", "group", "entry_ids", "result")
+    db = connections[router.db_for_read(AuditEvent)]
+    q = db.ops.quote_name
+    sql = (
+        f"SELECT {q('created_at')}, {q('action')}, {q('username')}, {q('group')}, "
+        f"{_id_count(db)}, {q('result')} FROM {q(AuditEvent._meta.db_table)} "
+        f"WHERE {q('stream')} = %s AND {q('created_at')} > %s AND {q('created_at')} <= %s"
     )
+    params: list[Any] = [
+        stream,
+        db.ops.adapt_datetimefield_value(datetime.fromtimestamp(since, UTC)),
+        db.ops.adapt_datetimefield_value(datetime.fromtimestamp(until, UTC)),
+    ]
     if group:
-        events = events.filter(group__in=(group, ""))
+        sql += f" AND {q('group')} IN (%s, %s)"
+        params += [group, ""]
+    sql += f" ORDER BY {q('created_at')} DESC, {q('id')} DESC LIMIT {MAX_MARKERS}"
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        events = cursor.fetchall()
     found = []
-    for created, action, username, event_group, ids, result in events[:MAX_MARKERS]:
+    for created, action, username, event_group, ids, result in events:
+        if ids is not None and not isinstance(ids, int):
+            ids = len(json.loads(ids) if isinstance(ids, str | bytes) else ids)
         where = f" on {event_group}" if event_group and not group else ""
-        count = f" {len(ids)} {'entry' if len(ids) == 1 else 'entries'}" if ids else ""
+        count = f" {ids} {'entry' if ids == 1 else 'entries'}" if ids else ""
         summary = f"{action}{count}{where}" + ("" if result == "ok" else f" ({result})")
-        found.append(Marker(int(created.timestamp()), action, username, summary))
+        found.append(Marker(int(_aware(created)), action, username, summary))
     found.reverse()
     return found
+
+
+def series_columns(
+    stream: str, group: str, range_s: int, *, now: float | None = None, markers: bool = True
+) -> Columns:
+    """``series`` as columns (the chart's JSON layout), without a ``Point`` per row.
+
+    Reads the main tier's range, then the tail from each finer tier (its rows newer than
+    the last row so far), then the main tier's row before the range (the first point's
+    rates): at most four indexed range reads of ``rate_series``, plus the markers'.
+    """
+    until = time.time() if now is None else now
+    since = until - range_s
+    level = tier_for(range_s)
+    db = _db()
+    ranged, before_sql = _sql(db)
+    with db.cursor() as cursor:
+        cursor.execute(ranged, (level, stream, group, since, until))
+        rows: list[_Row] = cursor.fetchall()
+        # The tail: finer tiers' rows newer than this tier's last row (its open bucket).
+        for finer in range(level - 1, -1, -1):
+            cursor.execute(ranged, (finer, stream, group, rows[-1][0] if rows else since, until))
+            rows += cursor.fetchall()
+        # The row before the range gives the first point its rates.
+        cursor.execute(before_sql, (level, stream, group, since))
+        before: _Row | None = cursor.fetchone()
+    if before is not None and since - before[0] > 2 * tier_step_s(level):
+        before = None  # a gap before the range: the first point has no rates
+    times, figures = _columns(rows, before)
+    return Columns(
+        stream=stream,
+        group=group,
+        range_s=range_s,
+        tier=level,
+        step_s=int(tier_step_s(level)),
+        t=times,
+        figures=dict(zip(FIGURES, figures, strict=True)),
+        markers=_markers(stream, group, since, until) if markers else [],
+        counters=any(r[1] is not None for r in rows) or not rows,
+    )
 
 
 def series(
     stream: str, group: str, range_s: int, *, now: float | None = None, markers: bool = True
 ) -> Series:
     """The chart of ``stream``/``group`` (``group=""``: the stream) over the last ``range_s``."""
-    until = time.time() if now is None else now
-    since = until - range_s
-    level = tier_for(range_s)
-    rows = _rows(level, stream, group, since, until)
-    # The tail: finer tiers' rows newer than this tier's last row (its open bucket).
-    for finer in range(level - 1, -1, -1):
-        rows += _rows(finer, stream, group, rows[-1][0] if rows else since, until)
-    # The row before the range gives the first point its rates.
-    before = (
-        RateSample.objects.filter(tier=level, stream=stream, group=group, at__lte=since)
-        .order_by("-at")
-        .values_list(*_FIELDS)
-        .first()
-    )
-    if before is not None and since - before[0] > 2 * tier_step_s(level):
-        before = None  # a gap before the range: the first point has no rates
-    points = _points(rows, before)
-    counters = any(r[1] is not None for r in rows) or not rows
+    c = series_columns(stream, group, range_s, now=now, markers=markers)
+    points = [Point(*values) for values in zip(c.t, *c.figures.values(), strict=True)]
     return Series(
         stream=stream,
         group=group,
         range_s=range_s,
-        tier=level,
-        step_s=int(tier_step_s(level)),
+        tier=c.tier,
+        step_s=c.step_s,
         points=points,
-        markers=_markers(stream, group, since, until) if markers else [],
-        counters=counters,
+        markers=c.markers,
+        counters=c.counters,
     )
 
 

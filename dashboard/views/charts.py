@@ -28,10 +28,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from operator import attrgetter
 from typing import Any
 
 from django.conf import settings
+from django.db import connections, router
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver, path, reverse
 from django.views.decorators.cache import never_cache
@@ -42,12 +42,13 @@ from dashboard.models import AuditEvent
 from dashboard.permissions import queues_view_required
 from dashboard.rates.models import RateSample
 from dashboard.rates.series import (
+    FIGURES,
     Estimate,
     Point,
     drain_estimate,
     estimate_from,
     latest_point,
-    series,
+    series_columns,
 )
 from queue_core.keys import stream_visible
 from queue_core.types import StreamSummary
@@ -57,15 +58,6 @@ RANGES: dict[str, int] = {"1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 
 DEFAULT_RANGE = "1h"
 #: Fewer points than this in a range draw nothing: one point is not a trend.
 MIN_POINTS = 2
-#: The figures of a point, in the order of the JSON columns (``Point``'s field names).
-FIGURES = (
-    "produce_per_s",
-    "consume_per_s",
-    "lag",
-    "oldest_pending_s",
-    "undelivered_s",
-    "failures_per_min",
-)
 #: What the chart says instead of a figure it cannot know.
 NEEDS_REDIS_7 = (
     "Rates need Redis 7+: this server keeps no entries-added / entries-read counters, "
@@ -88,14 +80,13 @@ def _number(value: float | int | None) -> float | int | None:
 _INFINITIES = (math.inf, -math.inf)
 
 
-def _column(points: list[Point], name: str) -> list[Any]:
-    """One figure over ``points``: what ``_number`` does to each value, inline."""
-    get = attrgetter(name)
+def _column(values: list[Any]) -> list[Any]:
+    """One figure's column as JSON-safe values: what ``_number`` does to each, inline."""
     return [
         v
         if v is None or v.__class__ is int
         else (round(v, 3) if v == v and v not in _INFINITIES else None)
-        for v in map(get, points)
+        for v in values
     ]
 
 
@@ -121,20 +112,19 @@ def chart_payload(*, stream: str, group: str, range_name: str) -> dict[str, Any]
     ``dashboard.rates.series.series`` reads (one tier, SQL), then O(points) here.
     """
     range_s = RANGES[range_name]
-    s = series(stream, group, range_s)
-    points = s.points
+    s = series_columns(stream, group, range_s)
     counters = s.counters
-    enough = len(points) >= MIN_POINTS
+    n = len(s.t)
+    enough = n >= MIN_POINTS
     note = ""
     if not enough:
-        n = len(points)
         note = TOO_LITTLE.format(n=n, s="" if n == 1 else "s")
     elif not counters:
         note = NEEDS_REDIS_7
-    shown = points if enough else []
-    # One pass per column (a 7-day chart is ~1,000 points x 6 figures): no call per value.
-    columns = {name: _column(shown, name) for name in FIGURES}
-    times = [int(p.t) for p in shown]
+    # Columns straight from the rows (a 7-day chart is ~1,000 points x 6 figures): no
+    # object per point, one pass per column.
+    columns = {name: _column(s.figures[name]) if enough else [] for name in FIGURES}
+    times = s.t if enough else []
     return {
         "stream": stream,
         "group": group,
@@ -277,17 +267,26 @@ _cache_lock = threading.Lock()
 
 def _freshness(stream: str, group: str) -> tuple[object, object]:
     """What invalidates a chart: its newest tier-0 sample and the stream's newest audit
-    row (two indexed single-row queries, well under a millisecond each)."""
-    newest = (
-        RateSample.objects.filter(tier=0, stream=stream, group=group)
-        .order_by("-at")
-        .values_list("at", flat=True)
-        .first()
-    )
-    audit = (
-        AuditEvent.objects.filter(stream=stream).order_by("-id").values_list("id", flat=True)
-    ).first()
+    row (one statement of two indexed single-row reads, well under a millisecond)."""
+    db = connections[router.db_for_read(RateSample)]
+    sql = _FRESHNESS_SQL.get(db.vendor)
+    if sql is None:
+        q = db.ops.quote_name
+        sql = (
+            f"SELECT (SELECT {q('at')} FROM {q(RateSample._meta.db_table)} "
+            f"WHERE {q('tier')} = 0 AND {q('stream')} = %s AND {q('group')} = %s "
+            f"ORDER BY {q('at')} DESC LIMIT 1), "
+            f"(SELECT MAX({q('id')}) FROM {q(AuditEvent._meta.db_table)} "
+            f"WHERE {q('stream')} = %s)"
+        )
+        _FRESHNESS_SQL[db.vendor] = sql
+    with db.cursor() as cursor:
+        cursor.execute(sql, (stream, group, stream))
+        newest, audit = cursor.fetchone()
     return (newest, audit)
+
+
+_FRESHNESS_SQL: dict[str, str] = {}
 
 
 def chart_json(*, stream: str, group: str, range_name: str) -> str:

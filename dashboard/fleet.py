@@ -34,18 +34,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from queue_core import control
-from queue_core.admin import PARKING_CONSUMER
 from queue_core.connection import Client
 from queue_core.control import FleetState, Heartbeat, Pause
 from queue_core.errors import wrong_type
 from queue_core.keys import CrossSlotName, stream_keys
-from queue_core.services import OPERATOR_CONSUMER
+from queue_core.services import OWN_CONSUMERS
 from queue_core.types import ConsumerInfo
 
 Group = tuple[str, str]
 #: Consumer names Ackboard itself uses (the operator's claims, retired entries' parking):
 #: never a target to hand entries to.
-RESERVED = frozenset({OPERATOR_CONSUMER, PARKING_CONSUMER})
+RESERVED = frozenset(OWN_CONSUMERS)
 
 
 @dataclass(frozen=True, slots=True)

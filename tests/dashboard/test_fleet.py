@@ -442,6 +442,18 @@ class RetireTests:
         assert {c["name"] for c in r.xinfo_consumers(stream, "g")} == {b"c1"}
         assert (last_audit().result, last_audit().username) == ("refused", "pat")
 
+    def test_the_dialog_offers_live_consumers_first_and_never_ackboards_own(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "a-seen", 1)
+        for name in ("z-beating", admin.PARKING_CONSUMER, "ackboard-operator"):
+            create_consumer(r, stream, name)
+        beat(r, stream, "z-beating")
+        body = page(make_client("olga", *FLEET), stream)
+        select = re.search(r'<select name="to"[^>]*>(.*?)</select>', body, re.S)
+        assert select is not None
+        assert re.findall(r'<option value="([^"]*)"', select[1]) == ["z-beating", "a-seen"]
+
     def test_consumer_rows_carry_a_retire_button_with_the_consumer_url(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:

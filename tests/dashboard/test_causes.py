@@ -154,7 +154,7 @@ class BackfillTests:
 
         from django.apps import apps
 
-        migration = import_module("dashboard.migrations.0008_failure_fingerprint")
+        migration: Any = import_module("dashboard.migrations.0008_failure_fingerprint")
         rows = [indexed_failure(message=f"order {i} lost", error_type="E") for i in range(7)]
         IndexedFailure.objects.update(fingerprint="")
         old_chunk, migration.CHUNK = migration.CHUNK, 3

@@ -210,28 +210,48 @@ def _db() -> BaseDatabaseWrapper:
     return connections[router.db_for_read(RateSample)]
 
 
-def _sql(db: BaseDatabaseWrapper) -> tuple[str, str]:
-    """The range read and the row-before read, as SQL (built once per connection vendor):
-    the ``rate_series`` index's (tier, stream, group, at) order, only the needed columns,
-    no model instances and no ORM compile per call."""
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """The reads of one series, as SQL built once per connection vendor: all on the
+    ``rate_series`` index's (tier, stream, group, at) order, only the needed columns, no
+    model instances and no ORM compile per call. Parameters: tier, stream, group, then
+    the times."""
+
+    ranged: str  # (since, until], oldest first
+    before: str  # the newest row at or before a time
+    newest: str  # the two newest rows
+    window: str  # [since, until] of (at, entries_added, entries_read, lag), oldest first
+
+
+def _sql(db: BaseDatabaseWrapper) -> _Statements:
     cached = _SQL.get(db.vendor)
     if cached is None:
         q = db.ops.quote_name
         columns = ", ".join(q(f) for f in _FIELDS)
-        where = f"{q('tier')} = %s AND {q('stream')} = %s AND {q('group')} = %s"
         table = q(RateSample._meta.db_table)
+        where = f"FROM {table} WHERE {q('tier')} = %s AND {q('stream')} = %s AND {q('group')} = %s"
         at = q("at")
-        cached = (
-            f"SELECT {columns} FROM {table} WHERE {where} AND {at} > %s AND {at} <= %s "
-            f"ORDER BY {at}",
-            f"SELECT {columns} FROM {table} WHERE {where} AND {at} <= %s "
-            f"ORDER BY {at} DESC LIMIT 1",
+        cached = _Statements(
+            ranged=f"SELECT {columns} {where} AND {at} > %s AND {at} <= %s ORDER BY {at}",
+            before=f"SELECT {columns} {where} AND {at} <= %s ORDER BY {at} DESC LIMIT 1",
+            newest=f"SELECT {columns} {where} ORDER BY {at} DESC LIMIT 2",
+            window=(
+                f"SELECT {', '.join(q(f) for f in _FIELDS[:4])} {where} "
+                f"AND {at} >= %s AND {at} <= %s ORDER BY {at}"
+            ),
         )
         _SQL[db.vendor] = cached
     return cached
 
 
-_SQL: dict[str, tuple[str, str]] = {}
+def _fetch(sql: str, params: tuple[Any, ...]) -> list[Any]:
+    db = _db()
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+_SQL: dict[str, _Statements] = {}
 
 
 def _aware(value: Any) -> float:
@@ -302,7 +322,8 @@ def series_columns(
     since = until - range_s
     level = tier_for(range_s)
     db = _db()
-    ranged, before_sql = _sql(db)
+    sql = _sql(db)
+    ranged = sql.ranged
     with db.cursor() as cursor:
         cursor.execute(ranged, (level, stream, group, since, until))
         rows: list[_Row] = cursor.fetchall()
@@ -311,7 +332,7 @@ def series_columns(
             cursor.execute(ranged, (finer, stream, group, rows[-1][0] if rows else since, until))
             rows += cursor.fetchall()
         # The row before the range gives the first point its rates.
-        cursor.execute(before_sql, (level, stream, group, since))
+        cursor.execute(sql.before, (level, stream, group, since))
         before: _Row | None = cursor.fetchone()
     if before is not None and since - before[0] > 2 * tier_step_s(level):
         before = None  # a gap before the range: the first point has no rates
@@ -349,11 +370,7 @@ def series(
 
 def latest_point(stream: str, group: str) -> Point | None:
     """The newest tier-0 point (rates from the two newest samples), None before any."""
-    rows = list(
-        RateSample.objects.filter(tier=0, stream=stream, group=group)
-        .order_by("-at")
-        .values_list(*_FIELDS)[:2]
-    )
+    rows = _fetch(_sql(_db()).newest, (0, stream, group))
     if not rows:
         return None
     return _points([rows[0]], rows[1] if len(rows) > 1 else None)[0]
@@ -452,13 +469,7 @@ def drain_estimate(
 ) -> Estimate:
     """Is ``group`` catching up? From the tier-0 samples of the last ``window_s``."""
     now = time.time() if now is None else now
-    rows = list(
-        RateSample.objects.filter(
-            tier=0, stream=stream, group=group, at__gte=now - window_s, at__lte=now
-        )
-        .order_by("at")
-        .values_list("at", "entries_added", "entries_read", "lag")
-    )
+    rows = _fetch(_sql(_db()).window, (0, stream, group, now - window_s, now))
     return estimate_from(
         rows, window_s=window_s, now=now, interval_s=float(settings.ACKBOARD_SAMPLER_INTERVAL_S)
     )

@@ -59,6 +59,7 @@ from dashboard.views.action_runner import (
     BadRequest,
     Operator,
     action_request,
+    audit,
     check_group,
     check_id,
     check_stream,
@@ -230,6 +231,13 @@ def _attempt(
             # state read fills it in); a dead letter that cannot be read names none.
             with contextlib.suppress(BadRequest, redis.RedisError, ValueError):
                 state_before()
+        if row.on == "consumer":
+            # The audit row has no ids: its state names the consumer the POST aimed at.
+            outcome = ActionResult(
+                "refused", f"You do not have permission to {req.action}.", status=403
+            )
+            audit(user, req, outcome, {"consumer": target[:255]})
+            return outcome
         return denied(user, req)
 
     def call() -> ActionResult:

@@ -440,7 +440,9 @@ class RetireTests:
         response = client.post(consumer_url(stream, "c1"), {"mode": "reclaim"}, headers=HTMX)
         assert response.status_code == 403
         assert {c["name"] for c in r.xinfo_consumers(stream, "g")} == {b"c1"}
-        assert (last_audit().result, last_audit().username) == ("refused", "pat")
+        event = last_audit()
+        assert (event.result, event.username, event.group) == ("refused", "pat", "g")
+        assert event.state_before == {"consumer": "c1"}
 
     def test_the_dialog_offers_live_consumers_first_and_never_ackboards_own(
         self, r: redis.Redis, stream: str, make_client: MakeClient

@@ -147,6 +147,8 @@ class RoleGroupsTests:
             "retire_consumer",
             "administer_group",
             "trim_stream",
+            # 0009_redrive_job
+            "redrive_dead_letters",
         }
 
     def test_operator_group_member_may_act_and_reader_may_not(

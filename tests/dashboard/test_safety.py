@@ -67,6 +67,11 @@ ROUTES: dict[str, tuple[str, str]] = {
     "consumer-action": ("POST", "action"),
     "stream-action": ("POST", "action"),
     "idle-consumers": ("GET", "read"),  # Retire idle's dry run, and its permission
+    "redrive-start": ("POST", "action"),  # redrive (test_redrive.py)
+    "redrive-status": ("GET", "read"),
+    "redrive-control": ("POST", "action"),
+    "api-redrive": ("POST", "token"),
+    "api-redrive-control": ("POST", "token"),
     "api-action": ("POST", "token"),
     "api-bulk": ("POST", "token"),
     "api-whoami": ("GET", "token"),

@@ -85,6 +85,10 @@ def _own(path: str) -> bool:
     return not any(part in normal for part in _NOT_OWN)
 
 
+def _innermost_own(frames: list[tuple[str, str]]) -> tuple[str, str] | None:
+    return next((f for f in reversed(frames) if _own(f[0])), None)
+
+
 def top_frame(traceback: str | None) -> str:
     """The handler's own innermost frame as ``dir/file.py:function``; "" when none.
 
@@ -95,12 +99,19 @@ def top_frame(traceback: str | None) -> str:
     if not traceback:
         return ""
     tail = traceback[-TRACEBACK_TAIL:]
-    last = max(tail.rfind(marker) for marker in _CHAIN)
-    frames = (_FRAME.findall(tail, last) if last > 0 else []) or _FRAME.findall(tail)
-    if not frames:
-        return ""
-    # Innermost first: usually the first one or two frames looked at are the answer.
-    path, function = next((f for f in reversed(frames) if _own(f[0])), frames[-1])
+    start = max(0, max(tail.rfind(marker) for marker in _CHAIN))
+    # The innermost frames are last: look at the last 2,000 characters first, and at
+    # the whole last section only when no own frame is there (the same answer, cheaper).
+    near = max(start, len(tail) - 2000)
+    found = _innermost_own(_FRAME.findall(tail, near))
+    if found is None and near > start:
+        found = _innermost_own(_FRAME.findall(tail, start))
+    if found is None:
+        frames = _FRAME.findall(tail, start) or _FRAME.findall(tail)
+        if not frames:
+            return ""
+        found = frames[-1]
+    path, function = found
     short = "/".join(path.replace("\\", "/").rsplit("/", 2)[-2:])
     return f"{short}:{function.strip()[:100]}"
 

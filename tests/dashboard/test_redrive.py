@@ -613,3 +613,20 @@ class RemoteTests:
         response = client.post(reverse("dashboard:api-redrive"), "[1]",
                                content_type="application/json", headers=auth)  # fmt: skip
         assert response.status_code == 400
+
+
+class RedisDownTests:
+    def test_redrive_with_redis_down_is_a_503_not_a_500(
+        self, r: redis.Redis, stream: str, operator: Any, settings: Any
+    ) -> None:
+        from tests.redis_server import free_port
+
+        dead_letters(r, stream, 1)
+        settings.ACKBOARD_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+        client = Client(raise_request_exception=False)
+        client.force_login(operator)
+        url = reverse("dashboard:redrive-start", args=[stream])
+        for data in ({"dry_run": "1"}, {"confirm": "1"}):
+            response = client.post(url, data, headers=HTMX)
+            assert response.status_code == 503, response.status_code
+        assert not RedriveJob.objects.exists()

@@ -7,6 +7,7 @@ one job, and a runner that dies between a replay and saving its progress.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -630,3 +631,18 @@ class RedisDownTests:
             response = client.post(url, data, headers=HTMX)
             assert response.status_code == 503, response.status_code
         assert not RedriveJob.objects.exists()
+
+
+def test_a_link_with_a_fingerprint_opens_the_dialog_filled_in(
+    r: redis.Redis, stream: str, operator: Any
+) -> None:
+    dead_letters(r, stream, 1)
+    client = Client()
+    client.force_login(operator)
+    url = reverse("dashboard:dlq", args=[stream])
+    page = client.get(url, {"fingerprint": "abc123", "group": "g"}).content.decode()
+    dialog = re.search(r'<details class="redrive-dialog" id="redrive-dialog"( open)?>', page)
+    assert dialog is not None and dialog.group(1) == " open"
+    assert re.search(r'name="fingerprint"[^>]*value="abc123"', page)
+    plain = client.get(url).content.decode()
+    assert '<details class="redrive-dialog" id="redrive-dialog">' in plain

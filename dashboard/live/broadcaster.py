@@ -18,6 +18,11 @@ kinds in ``dashboard.live.registry``) have at least one socket, and:
   socket, and hands only the partials whose HTML changed to the outbox of each socket
   of that surface and set (``dashboard.live.outbox``: the same strings for every socket,
   no channel layer, no copy; a slow socket skips states for itself alone);
+- on the rates sampler's ``rates`` event (one per tick, from whichever process holds its
+  lease: ``dashboard.rates.sampler``), re-renders the open stream and group pages, whose
+  signatures carry the tick's time, so their facts partial brings the chart's newest
+  point even to a queue where nothing changed (only the partials whose HTML changed are
+  sent: the facts with the point and the estimate, not the whole page);
 - after a ``failure`` event, checks the failure index (one SQL query, no Redis) every
   50 ms for 2 s, because pages show failures from the index that the ingestor fills a
   moment after the worker wrote ``{S}:failures``.
@@ -55,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -92,6 +98,10 @@ Key = tuple[Surface, Perms]
 
 #: Event types that make the broadcaster re-render at once rather than on the next tick.
 REACT_TO = frozenset({"failure", "dead_letter", "action"})
+#: The rates sampler's one event per tick (``dashboard.rates.sampler.RATES_EVENT``), and
+#: the kinds of page whose pushed partials carry the chart's newest point.
+RATES_EVENT = "rates"
+RATES_KINDS = frozenset({"stream", "group"})
 #: Minimum gap between two woken poll+render cycles: an event or XADD storm costs at most
 #: four renders and pushes a second (plus the tick's), whatever its rate. A change after a
 #: quiet spell is still pushed at once.
@@ -232,6 +242,8 @@ class Broadcaster:
     _watch_failures_until: float = 0.0
     _marks: dict[str, int] = field(default_factory=dict)
     _failures: FailureLog = field(default_factory=FailureLog)
+    #: The rates sampler's last tick (epoch s) as its last ``rates`` event said.
+    _rates_at: float | None = None
 
     # --- sockets ----------------------------------------------------------------------
 
@@ -487,7 +499,8 @@ class Broadcaster:
         stamps = selectors.stream_stamps(client=client, streams=streams, groups=groups)
         # Open group pages only: a GET and an HGETALL per group, one more round trip.
         fleet = fleet_stamps(client=client, groups=groups) if groups else {}
-        return Poll(stamps, failure_marks(streams=streams), shown, fleet), discovered
+        marks = failure_marks(streams=streams)
+        return Poll(stamps, marks, shown, fleet, rates_at=self._rates_at), discovered
 
     def _render(
         self, client: Client, surface: Surface, wanted: list[Perms]
@@ -519,6 +532,9 @@ class Broadcaster:
             event = json.loads(raw)
         except ValueError:
             return
+        if isinstance(event, dict) and event.get("type") == RATES_EVENT:
+            self._on_rates(event)
+            return
         if not isinstance(event, dict) or event.get("type") not in REACT_TO:
             return
         stream = event.get("stream")
@@ -529,6 +545,18 @@ class Broadcaster:
             self._dirty_streams.add(stream)
             if event["type"] == "failure" and self._loop is not None:
                 self._watch_failures_until = self._loop.time() + FAILURE_WATCH_FOR_S
+            self._poke()
+
+    def _on_rates(self, event: dict[str, Any]) -> None:
+        """The sampler's tick: the stream and group pages' signatures change with it."""
+        at = event.get("at")
+        if not isinstance(at, int | float) or isinstance(at, bool) or not math.isfinite(at):
+            return
+        if at == self._rates_at:
+            return
+        self._rates_at = float(at)
+        if any(s.kind in RATES_KINDS for s in self.open_surfaces()):
+            self.counters.events += 1
             self._poke()
 
     async def is_cluster(self) -> bool:

@@ -69,13 +69,16 @@ class Surface:
 @dataclass(frozen=True, slots=True)
 class Poll:
     """What one broadcaster cycle read: the change stamps of open streams and groups,
-    the newest failure-index row id per stream, the streams the overview lists, and the
-    fleet stamps of open groups (their pause and heartbeats: ``dashboard.fleet``)."""
+    the newest failure-index row id per stream, the streams the overview lists, the
+    fleet stamps of open groups (their pause and heartbeats: ``dashboard.fleet``), and
+    the time of the rates sampler's last tick as its ``rates`` event announced it (no
+    read: ``dashboard.rates.sampler`` publishes one event per tick)."""
 
     stamps: LiveStamps
     marks: Mapping[str, int]
     overview_streams: tuple[str, ...]
     fleet: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    rates_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +117,9 @@ def _overview_signature(surface: Surface, poll: Poll) -> Any:
 
 
 def _stream_signature(surface: Surface, poll: Poll) -> Any:
-    return (poll.stamps.streams.get(surface.stream), poll.marks.get(surface.stream))
+    # The sampler's tick: the pushed facts carry the chart's newest point (and, on a group
+    # page, the drain estimate), so a queue where nothing changes still gets its point.
+    return (poll.stamps.streams.get(surface.stream), poll.marks.get(surface.stream), poll.rates_at)
 
 
 def _group_signature(surface: Surface, poll: Poll) -> Any:

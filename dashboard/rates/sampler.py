@@ -3,8 +3,8 @@
 Owns the tick (read the counters, write tier-0 rows), the downsampling into the 1-minute
 and 10-minute tiers, retention, the Redis lease that elects one sampler per deployment,
 and the thread web processes run. It reads Redis (``selectors.stream_counters``) and
-writes only the lease key ``ackboard:rates:sampler`` there; its history goes to the
-database (``dashboard.rates.models``: why there).
+writes only the lease key ``ackboard:rates:sampler`` there (and publishes one event a
+tick); its history goes to the database (``dashboard.rates.models``: why there).
 
 **One sampler per deployment.** Every web process (with ``ACKBOARD_SAMPLER=1``, the
 default) and any ``manage.py sample_rates`` runs a sampler loop, but a tick samples only
@@ -21,7 +21,8 @@ pipelined round trips per ``CHUNK`` streams (XINFO STREAM, XINFO GROUPS, XLEN of
 then per group the XPENDING summary when entries are pending and ``XRANGE … COUNT 1``
 after last-delivered when it is behind: O(streams + groups), measured at 500 streams by
 ``benchmarks.rates_sampler``); one grouped query of the failure index for the failures
-indexed since the last tick; one bulk insert of one row per stream and per group.
+indexed since the last tick; one bulk insert of one row per stream and per group; one
+PUBLISH of a ``rates`` event (the live pages' cue to push the chart's newest point).
 Once a minute: the closed buckets of tiers 1 and 2 are rolled up from the tier below
 (rows read once, written once; idempotent, so a new lease holder redoes at most a bucket)
 and rows past their tier's retention are deleted.
@@ -54,12 +55,16 @@ from dashboard.rates.models import TIERS, RateSample
 from dashboard.rates.series import tier_keep_s
 from queue_core import selectors
 from queue_core.connection import Client
+from queue_core.events import event_publish
 from queue_core.stream_index import StreamIndex
 from queue_core.types import StreamCounters
 
 log = logging.getLogger("dashboard.rates")
 
 LEASE_KEY = "ackboard:rates:sampler"
+#: The event each tick publishes on ``queue_core.keys.EVENTS_CHANNEL`` (``{"type":
+#: "rates", "stream": "", "at": <tick time>}``; ``dashboard.live.broadcaster`` hears it).
+RATES_EVENT = "rates"
 #: Streams whose counters one pipeline reads (two round trips each chunk).
 CHUNK = 1_000
 #: Most seconds of discovery steps one tick spends (the rest waits for the next tick).
@@ -328,6 +333,9 @@ class Sampler:
         since = self.last_at if self.last_at is not None else at - self.interval_s
         rows = _rows(counters, at, _failures_since(since, at))
         _insert(rows)
+        # One PUBLISH a tick: every web process's broadcaster re-renders its open stream
+        # and group pages, so their charts get this point even where nothing changed.
+        event_publish(client=self.client, type=RATES_EVENT, stream="", at=at)
         self.last_at = at
         self.ticks += 1
         if self.rolled_at is None or at - self.rolled_at >= ROLLUP_EVERY_S:

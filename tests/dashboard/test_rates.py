@@ -43,6 +43,7 @@ from dashboard.rates.series import (
 from dashboard.views import ops
 from queue_core import selectors
 from queue_core.connection import Client as RedisClient
+from queue_core.keys import EVENTS_CHANNEL
 from tests.factories import make_group, make_pending, make_user
 from tests.health_scenario import engine
 from tests.queue_core.test_cluster import names_on_primaries
@@ -403,6 +404,26 @@ class SamplerTests:
         assert (g.failures, whole.failures) == (1, 1)
         assert (whole.entries_added, whole.entries_read, whole.lag) == (3, None, 2)
         assert failed.pk
+
+    def test_a_tick_publishes_one_rates_event_with_its_time(
+        self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str
+    ) -> None:
+        make_group(r, stream, "g")
+        events = r.pubsub(ignore_subscribe_messages=True)
+        events.subscribe(EVENTS_CHANNEL)
+        assert events.get_message(timeout=5) is None  # the subscription is in place
+        report = _sampler(r, prefix).tick()
+        assert report is not None
+        heard = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not heard:
+            message = events.get_message(timeout=0.5)
+            if message is not None:
+                event = json.loads(message["data"])
+                if event.get("type") == rates_sampler.RATES_EVENT:
+                    heard.append(event)
+        events.close()
+        assert heard and heard[0]["at"] == pytest.approx(report.at) and heard[0]["stream"] == ""
 
     def test_two_samplers_one_samples(
         self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -274,6 +274,12 @@ def run_loop(
                 log.info("redrive #%s: stopped (%s)", job.pk, why)
             except redis.RedisError as exc:
                 log.warning("redrive runner: Redis error, retrying in 1 s: %s", exc)
+                stopping.wait(1.0)
+            except DatabaseError as exc:
+                # A locked SQLite file or a database restart: transient, so the job is
+                # kept (its lease still names this runner, which takes it back).
+                log.warning("redrive runner: database error, retrying in 1 s: %s", exc)
+                close_old_connections()
                 stopping.wait(1.0)
             except Exception as exc:
                 # A bug or a database error: the job is marked failed (an operator sees

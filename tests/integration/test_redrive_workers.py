@@ -5,9 +5,9 @@ private Redis.
 The downstream is broken (the handler raises PermanentFailure) while 60 orders arrive:
 all 60 are dead-lettered. The fix ships, and the operator redrives them: a canary of 5,
 which the workers process; Continue; the rest at 8 replays/s, measured from the job's
-progress (within 25 %); the runner is SIGKILLed mid-way and a new one takes the job over
-when the lease expires. At the end the DLQ is empty and the handler ran each order
-exactly once. Handlers are in tests/integration/redrive_handlers.py.
+progress (within 25 %); the runner is SIGKILLed mid-way and two new ones race for the
+job when the lease expires (one takes it). At the end the DLQ is empty and the handler
+ran each order exactly once. Handlers are in tests/integration/redrive_handlers.py.
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ def test_canary_then_throttled_rest_survives_a_runner_sigkill_exactly_once(
     time.sleep(0.5)
     assert env.job()[1] == killed_at  # nobody works on it while the lease holds
 
+    # Two new runners race for the job once the lease expires: one takes it.
     env.start("run_jobs", "--lease", "2", "--poll", "0.1", name="runner2")
+    env.start("run_jobs", "--lease", "2", "--poll", "0.1", name="runner3")
     wait_until(lambda: env.job()[0] == "done", timeout=60, what="the redrive done")
     wait_until(lambda: len(env.done_lines()) >= ORDERS, timeout=30, what="every replay handled")
     time.sleep(0.5)  # let a (wrong) second run of anything show up
@@ -155,3 +157,6 @@ def test_canary_then_throttled_rest_survives_a_runner_sigkill_exactly_once(
     assert (state, refused) == ("done", 0)
     # A runner killed between a replay and its progress save may leave one uncounted.
     assert ORDERS - 1 <= replayed + gone <= ORDERS
+    logs = [(env.db.parent / f"runner{i}.err").read_text() for i in (2, 3)]
+    assert sum("takes it" in log for log in logs) >= 1
+    assert not any("Traceback" in log for log in logs), logs

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from queue_core import services
 from queue_core.keys import stream_keys
 from tests.factories import make_group
 from tests.integration.test_worker_cli import worker_env
@@ -160,3 +161,39 @@ def test_canary_then_throttled_rest_survives_a_runner_sigkill_exactly_once(
     logs = [(env.db.parent / f"runner{i}.err").read_text() for i in (2, 3)]
     assert sum("takes it" in log for log in logs) >= 1
     assert not any("Traceback" in log for log in logs), logs
+
+
+@pytest.mark.one_engine
+def test_sigterm_stops_the_runner_cleanly_and_releases_the_job(
+    r: redis.Redis, stream: str, env: Env
+) -> None:
+    """SIGTERM: the runner exits 0 within a second or two, its lease released, the job
+    still running; a new runner takes it over at once (not after the 30 s lease)."""
+    assert env.manage("migrate", "-v", "0").returncode == 0
+    made = env.manage("shell", "-c", "from django.contrib.auth.models import User; "
+                      "User.objects.create_superuser('op', '', 'pw')")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    make_group(r, stream, "g")
+    for n in range(10):
+        entry_id = r.xadd(stream, {"n": str(n)}).decode()
+        r.xreadgroup("g", "c1", {stream: ">"}, count=1)
+        services.entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id,
+                                   reason="test")  # fmt: skip
+    started = env.manage("ackboard", "redrive", stream, "--user", "op", "--yes", "--rate", "2")
+    assert started.returncode == 0, started.stderr
+    runner = env.start("run_jobs", "--lease", "30", "--poll", "0.1", name="term1")
+    wait_until(lambda: env.job()[1] >= 2, timeout=30, what="replays under way")
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(5) == 0
+    with contextlib.closing(sqlite3.connect(env.db)) as conn:
+        state, owner = conn.execute(
+            "SELECT state, lease_owner FROM dashboard_redrivejob"
+        ).fetchone()
+    assert (state, owner) == ("running", "")
+    stopped_at = env.job()[1]
+    assert stopped_at < 10
+    env.start("run_jobs", "--lease", "30", "--poll", "0.1", name="term2")
+    wait_until(lambda: env.job()[1] > stopped_at, timeout=15, what="the next runner at once")
+    wait_until(lambda: env.job()[0] == "done", timeout=30, what="the redrive done")
+    assert r.xlen(stream_keys(stream).dlq) == 0
+    assert len(r.xrange(stream)) == 20  # 10 originals (still in the stream) + 10 replays

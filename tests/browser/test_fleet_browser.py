@@ -122,9 +122,8 @@ class RetireTests:
         form.get_by_role("button", name="Dry run…").click()
         result = page.locator("#retire-idle-result")
         expect(result).to_contain_text("Dry run: 1 consumer of g idle at least 1 s")
-        expect(result.locator("ul.idle-consumers li")).to_have_text(
-            ["idle-a idle 1 s"], timeout=5000
-        )
+        # Only idle-a: busy holds an entry. (Its idle time depends on the machine's pace.)
+        expect(result.locator("ul.idle-consumers li code")).to_have_text(["idle-a"])
         assert {c["name"] for c in browser_redis.xinfo_consumers(stream, "g")} == {
             b"busy",
             b"idle-a",

@@ -194,6 +194,22 @@ class ViewTests:
         assert body.lstrip().startswith('<div id="failure-table"') and "cause-table" in body
         assert "<html" not in body
 
+    def test_tabs_keep_the_filters_and_by_cause_starts_on_the_last_day(
+        self, stream: str, make_client: MakeClient
+    ) -> None:
+        import re
+
+        client = make_client()
+        page = client.get(URL, {"stream": stream}).content.decode()
+        causes_link = re.search(r'href="\?([^"]*)"[^>]*id="view-causes"', page)
+        assert causes_link is not None
+        query = causes_link.group(1).replace("&amp;", "&")
+        assert "view=causes" in query and "window=24h" in query and "stream=" in query
+        page = client.get(URL, {"stream": stream, "view": "causes", "window": "7d"}).content
+        attempts_link = re.search(r'href="\?([^"]*)"[^>]*id="view-attempts"', page.decode())
+        assert attempts_link is not None
+        assert "view=" not in attempts_link.group(1) and "window=7d" in attempts_link.group(1)
+
     def test_attempts_view_is_unchanged(self, stream: str, make_client: MakeClient) -> None:
         fail(stream, "1-0", "E", "x 1")
         page = make_client().get(URL, {"stream": stream}).content.decode()

@@ -25,7 +25,10 @@ tier-1 rows and ~6 tier-0 rows); the estimate reads at most window / interval ro
 from __future__ import annotations
 
 import json
+import threading
 import time
+from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -218,6 +221,7 @@ class _Statements:
     the times."""
 
     ranged: str  # (since, until], oldest first
+    starting: str  # [since, until], oldest first
     before: str  # the newest row at or before a time
     newest: str  # the two newest rows
     window: str  # [since, until] of (at, entries_added, entries_read, lag), oldest first
@@ -233,6 +237,7 @@ def _sql(db: BaseDatabaseWrapper) -> _Statements:
         at = q("at")
         cached = _Statements(
             ranged=f"SELECT {columns} {where} AND {at} > %s AND {at} <= %s ORDER BY {at}",
+            starting=f"SELECT {columns} {where} AND {at} >= %s AND {at} <= %s ORDER BY {at}",
             before=f"SELECT {columns} {where} AND {at} <= %s ORDER BY {at} DESC LIMIT 1",
             newest=f"SELECT {columns} {where} ORDER BY {at} DESC LIMIT 2",
             window=(
@@ -347,6 +352,160 @@ def series_columns(
         figures=dict(zip(FIGURES, figures, strict=True)),
         markers=_markers(stream, group, since, until) if markers else [],
         counters=any(r[1] is not None for r in rows) or not rows,
+    )
+
+
+# --- the chart's columns, kept between ticks ------------------------------------------
+
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def _json_column(values: list[Any], ndigits: int) -> list[Any]:
+    """A figure column as JSON-safe values: ints and None kept, floats rounded to
+    ``ndigits``, NaN and infinities None (never 0)."""
+    return [
+        v
+        if v is None or v.__class__ is int
+        else (round(v, ndigits) if v == v and v not in _INFINITIES else None)
+        for v in values
+    ]
+
+
+#: The rate columns (index in ``FIGURES``): None on a first point that has no row before.
+_RATE_COLUMNS = (0, 1, 5)
+
+
+@dataclass(slots=True)
+class _Segment:
+    """The main tier's rows of one chart as last read, with their rounded columns (each
+    row's rates against the row before it, the first's against ``before``)."""
+
+    since: float  # the range's start when read
+    made: float  # time.monotonic() when read
+    ats: list[float]
+    rows: list[_Row]
+    before: _Row | None  # the newest main-tier row at or before ``since``, unchecked
+    times: list[int]
+    figures: list[list[Any]]
+
+
+#: Per process: (database alias, stream, group, tier, ndigits) -> the main tier's segment.
+_SEGMENTS: OrderedDict[tuple[str, str, str, int, int], _Segment] = OrderedDict()
+_SEGMENTS_SIZE = 64
+#: A segment is read afresh at least this often (bounds what a rewritten row could leave).
+SEGMENT_MAX_AGE_S = 600.0
+_segments_lock = threading.Lock()
+
+
+def _segment(
+    cursor: Any,
+    sql: _Statements,
+    key: tuple[str, str, str, int, int],
+    since: float,
+    until: float,
+) -> _Segment:
+    """The main tier's rows in (since, until] with their columns: the kept segment plus
+    the rows written since (the kept last row read again to prove the segment is still
+    the table's), else read afresh."""
+    _, stream, group, level, ndigits = key
+    with _segments_lock:
+        kept = _SEGMENTS.get(key)
+    if (
+        kept is not None
+        and kept.rows
+        and since >= kept.since
+        and time.monotonic() - kept.made < SEGMENT_MAX_AGE_S
+    ):
+        last = kept.rows[-1]
+        cursor.execute(sql.starting, (level, stream, group, last[0], until))
+        newer = cursor.fetchall()
+        if newer and newer[0] == last:
+            times, figures = _columns(newer[1:], last)
+            figures = [_json_column(f, ndigits) for f in figures]
+            with _segments_lock:
+                if kept.rows[-1] == last:  # not extended by another thread meanwhile
+                    kept.ats += [r[0] for r in newer[1:]]
+                    kept.rows += newer[1:]
+                    kept.times += times
+                    for column, more in zip(kept.figures, figures, strict=True):
+                        column += more
+                    return kept
+    cursor.execute(sql.ranged, (level, stream, group, since, until))
+    rows = cursor.fetchall()
+    cursor.execute(sql.before, (level, stream, group, since))
+    before = cursor.fetchone()
+    times, figures = _columns(rows, before)
+    made = _Segment(
+        since=since,
+        made=time.monotonic(),
+        ats=[r[0] for r in rows],
+        rows=rows,
+        before=before,
+        times=times,
+        figures=[_json_column(f, ndigits) for f in figures],
+    )
+    with _segments_lock:
+        _SEGMENTS[key] = made
+        _SEGMENTS.move_to_end(key)
+        while len(_SEGMENTS) > _SEGMENTS_SIZE:
+            _SEGMENTS.popitem(last=False)
+    return made
+
+
+def chart_columns(
+    stream: str, group: str, range_s: int, *, ndigits: int = 3, now: float | None = None
+) -> Columns:
+    """``series_columns`` for a chart drawn now, floats rounded to ``ndigits`` and NaN or
+    infinities None (JSON-safe), with the same values.
+
+    The main tier's rows and their columns are kept per process between calls (at most
+    ``SEGMENT_MAX_AGE_S``): a call reads only the rows written since (usually none: the
+    7-day tier gets a row every 10 minutes), re-reading the kept last row to check the
+    segment still matches the table, then the finer tiers' tail (at most ~70 rows) as
+    ``series`` does; so a tick costs O(tail), not O(range).
+    """
+    until = time.time() if now is None else now
+    since = until - range_s
+    level = tier_for(range_s)
+    step = tier_step_s(level)
+    db = _db()
+    sql = _sql(db)
+    with db.cursor() as cursor:
+        seg = _segment(cursor, sql, (db.alias, stream, group, level, ndigits), since, until)
+        with _segments_lock:
+            first = bisect_right(seg.ats, since)
+            end = len(seg.rows)
+            main_rows = seg.rows[first:end]
+            times = seg.times[first:end]
+            figures = [column[first:end] for column in seg.figures]
+            before = seg.rows[first - 1] if first > 0 else seg.before
+        tail: list[_Row] = []
+        for finer in range(level - 1, -1, -1):
+            start = tail[-1][0] if tail else main_rows[-1][0] if main_rows else since
+            cursor.execute(sql.ranged, (finer, stream, group, start, until))
+            tail += cursor.fetchall()
+    if before is not None and since - before[0] > 2 * step:
+        before = None  # a gap before the range: the first point has no rates
+    if before is None and times:
+        for i in _RATE_COLUMNS:
+            figures[i][0] = None
+    if tail:
+        previous = main_rows[-1] if main_rows else before
+        tail_times, tail_figures = _columns(tail, previous)
+        times += tail_times
+        for column, more in zip(figures, tail_figures, strict=True):
+            column += _json_column(more, ndigits)
+    rows_counters = any(r[1] is not None for r in main_rows) or any(r[1] is not None for r in tail)
+    return Columns(
+        stream=stream,
+        group=group,
+        range_s=range_s,
+        tier=level,
+        step_s=int(step),
+        t=times,
+        figures=dict(zip(FIGURES, figures, strict=True)),
+        markers=_markers(stream, group, since, until),
+        counters=rows_counters or not (main_rows or tail),
     )
 
 

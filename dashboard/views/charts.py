@@ -10,8 +10,10 @@ push never differ.
 It never reads Redis and never writes anything: figures come from the sampler's stored,
 downsampled series and the audit trail (``dashboard.rates.series``, SQL only), so a chart
 costs the same whatever the queue's size. A 7-day range reads the 10-minute tier (about
-1,000 rows); the JSON is cached per process until the series' next sample or the
-stream's next audit row (``chart_json``); ``benchmarks/charts.py`` times both.
+1,000 rows) once, then only the rows written since and the finer tiers' tail
+(``dashboard.rates.series.chart_columns`` keeps the main tier's columns per process); the
+JSON is cached per process until the series' next sample or the stream's next audit row
+(``chart_json``); ``benchmarks/charts.py`` times both.
 
 Honesty: a figure the sampler could not know (Redis older than 7 keeps no entries-added /
 entries-read counters) is ``null`` in the JSON and the chart says "rates need Redis 7+";
@@ -45,10 +47,10 @@ from dashboard.rates.series import (
     FIGURES,
     Estimate,
     Point,
+    chart_columns,
     drain_estimate,
     estimate_from,
     latest_point,
-    series_columns,
 )
 from queue_core.keys import stream_visible
 from queue_core.types import StreamSummary
@@ -77,19 +79,6 @@ def _number(value: float | int | None) -> float | int | None:
     return value
 
 
-_INFINITIES = (math.inf, -math.inf)
-
-
-def _column(values: list[Any]) -> list[Any]:
-    """One figure's column as JSON-safe values: what ``_number`` does to each, inline."""
-    return [
-        v
-        if v is None or v.__class__ is int
-        else (round(v, 3) if v == v and v not in _INFINITIES else None)
-        for v in values
-    ]
-
-
 def point_dict(point: Point) -> dict[str, Any]:
     """One point as the chart reads it: ``{"t": …, "produce_per_s": …, …}``."""
     out: dict[str, Any] = {"t": int(point.t)}
@@ -109,10 +98,11 @@ def chart_payload(*, stream: str, group: str, range_name: str) -> dict[str, Any]
     Columns: ``t`` (epoch s) and one list per figure, ``null`` where unknown; ``markers``
     are the operator actions in range from the audit trail. ``note`` says why nothing or
     less is drawn (too little data, Redis older than 7), else "". Cost: what
-    ``dashboard.rates.series.series`` reads (one tier, SQL), then O(points) here.
+    ``dashboard.rates.series.chart_columns`` reads (after the first call, the main tier's
+    rows written since and the finer tiers' tail: O(tail), SQL), then O(points) copies.
     """
     range_s = RANGES[range_name]
-    s = series_columns(stream, group, range_s)
+    s = chart_columns(stream, group, range_s, ndigits=3)
     counters = s.counters
     n = len(s.t)
     enough = n >= MIN_POINTS
@@ -121,9 +111,9 @@ def chart_payload(*, stream: str, group: str, range_name: str) -> dict[str, Any]
         note = TOO_LITTLE.format(n=n, s="" if n == 1 else "s")
     elif not counters:
         note = NEEDS_REDIS_7
-    # Columns straight from the rows (a 7-day chart is ~1,000 points x 6 figures): no
-    # object per point, one pass per column.
-    columns = {name: _column(s.figures[name]) if enough else [] for name in FIGURES}
+    # Columns as the series keeps them (rounded, JSON-safe; the main tier's kept between
+    # ticks): no object per point and no pass here.
+    columns = {name: s.figures[name] if enough else [] for name in FIGURES}
     times = s.t if enough else []
     return {
         "stream": stream,

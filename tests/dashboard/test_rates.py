@@ -34,10 +34,13 @@ from dashboard.rates.models import RateSample
 from dashboard.rates.sampler import Sampler, downsample, prune, rollup
 from dashboard.rates.series import (
     Estimate,
+    _json_column,
+    chart_columns,
     drain_estimate,
     estimate_from,
     latest_point,
     series,
+    series_columns,
     tier_for,
 )
 from dashboard.views import ops
@@ -341,6 +344,86 @@ class DrainEstimateTests:
         assert point is not None and point.t == int(NOW)
         assert point.produce_per_s == pytest.approx(10.0)
         assert point.consume_per_s == pytest.approx(48.0, abs=0.2)
+
+
+class ChartColumnsTests:
+    """``chart_columns`` (what the chart JSON draws, its main tier kept between calls)
+    gives exactly ``series_columns``' values, rounded, whatever was written between."""
+
+    @staticmethod
+    def _week(stream: str, until: float, *, start: float) -> list[RateSample]:
+        rows = []
+        for tier, step, span in ((2, 600, 8 * 86_400), (1, 60, 3 * 3600), (0, 10, 900)):
+            at = start - span
+            while at <= until:
+                n = int(at)
+                reset = 0 if start - 5 * 86_400 < at < start - 5 * 86_400 + 3600 else 10**6
+                gap = (
+                    start - 3 * 86_400 < at < start - 3 * 86_400 + 7200
+                    # where the 7-day range's start slides to in the test below
+                    or start - 7 * 86_400 + 1800 < at < start - 7 * 86_400 + 5400
+                )
+                if not gap:
+                    rows.append(
+                        _row(at, tier=tier, stream=stream, entries_added=n * 3 + reset,
+                             entries_read=n * 2 + reset, lag=n % 997,
+                             oldest_pending_age_s=(n % 89) / 7, failures=n % 3)
+                    )  # fmt: skip
+                at += step
+        return rows
+
+    def _same(self, stream: str, range_s: int, now: float) -> Any:
+        kept = chart_columns(stream, "g", range_s, now=now)
+        fresh = series_columns(stream, "g", range_s, now=now)
+        assert kept.t == fresh.t
+        assert kept.figures == {k: _json_column(v, 3) for k, v in fresh.figures.items()}
+        assert (kept.tier, kept.step_s, kept.counters, kept.markers) == (
+            fresh.tier, fresh.step_s, fresh.counters, fresh.markers,
+        )  # fmt: skip
+        return kept
+
+    def test_the_week_reads_the_10_minute_tier_and_matches_the_series_tick_after_tick(
+        self, rates_settings: Any, prefix: str
+    ) -> None:
+        stream = prefix + "week"
+        _store(self._week(stream, NOW, start=NOW))
+        first = self._same(stream, 7 * 86_400, NOW)
+        assert first.tier == 2 and first.step_s == 600
+        main = [t for t in first.t if t <= NOW - 3 * 3600]  # before the tier-1 tail
+        assert 1_008 - 18 - 12 - 6 - 1 <= len(main) <= 1_008 - 18 + 1  # 3 h tail, gaps
+        assert len(first.t) <= 7 * 86_400 / 600 + 3 * 60 + 90  # plus the finer tail
+        assert first.t[-1] == int(NOW)
+        # Ticks: new tier-0 rows, a new tier-1 row, a new tier-2 row; the range slides.
+        now = NOW
+        for step in (10, 10, 60, 600, 3600):
+            later = now + step
+            _store(
+                [
+                    _row(at, tier=0, stream=stream, entries_added=int(at) * 3 + 10**6,
+                         entries_read=int(at) * 2 + 10**6, lag=5)
+                    for at in range(int(now) + 10, int(later) + 1, 10)
+                ]
+                + [_row(at, tier=1, stream=stream, entries_added=int(at) * 3 + 10**6)
+                   for at in range(int(now) + 60, int(later) + 1, 60)]
+                + [_row(at, tier=2, stream=stream, entries_added=int(at) * 3 + 10**6)
+                   for at in range(int(now) + 600, int(later) + 1, 600)]
+            )  # fmt: skip
+            now = later
+            for range_s in (3600, 86_400, 7 * 86_400):
+                assert self._same(stream, range_s, now).t[-1] == int(now)
+
+    def test_a_rewritten_or_vanished_row_is_read_afresh(
+        self, rates_settings: Any, prefix: str
+    ) -> None:
+        stream = prefix + "rewrite"
+        _store(self._week(stream, NOW, start=NOW))
+        self._same(stream, 7 * 86_400, NOW)
+        last = RateSample.objects.filter(tier=2, stream=stream).order_by("-at").first()
+        assert last is not None
+        RateSample.objects.filter(pk=last.pk).update(entries_added=1, lag=123_456)
+        assert 123_456 in self._same(stream, 7 * 86_400, NOW + 1).figures["lag"]
+        RateSample.objects.filter(pk=last.pk).delete()
+        assert 123_456 not in self._same(stream, 7 * 86_400, NOW + 2).figures["lag"]
 
 
 class MarkerTests:

@@ -672,12 +672,21 @@ class AuditRowTests:
 class HugePayloadCostTests:
     """A huge field costs the page a bounded amount of work, and never leaks a secret."""
 
-    def test_huge_json_is_not_parsed_and_not_shown(self) -> None:
+    def test_huge_json_is_not_parsed_and_not_shown(self, monkeypatch: pytest.MonkeyPatch) -> None:
         value = json.dumps({"rows": [{"password": "hunter2", "n": i} for i in range(120_000)]})
         assert len(value) > payloads.PRETTY_JSON_BYTES
-        started = time.perf_counter()
+        parsed: list[int] = []
+        loads = json.loads
+
+        def counting_loads(text: Any, *args: Any, **kwargs: Any) -> Any:
+            parsed.append(len(text))
+            return loads(text, *args, **kwargs)
+
+        monkeypatch.setattr(payloads.json, "loads", counting_loads)
         view = payloads.field_view(b"payload", value.encode())
-        assert time.perf_counter() - started < 0.05
+        # Its cost is bounded by what it never does: parse the value (timed in
+        # benchmarks/payload_decode.py, not here: a wall-clock limit fails on a busy machine).
+        assert max(parsed, default=0) <= payloads.PRETTY_JSON_BYTES
         assert "hunter2" not in view.shown and view.full is None
         assert view.redacted and "too large" in view.shown
 
@@ -690,9 +699,17 @@ class HugePayloadCostTests:
 
     @pytest.mark.parametrize("value", [b"\xff" * 50_000_000, "é".encode() * 25_000_000])
     def test_huge_plain_value_decodes_only_what_is_shown(self, value: bytes) -> None:
-        started = time.perf_counter()
-        view = payloads.field_view(b"blob", value)
-        assert time.perf_counter() - started < 0.5
+        decoded: list[int] = []
+
+        class Whole(bytes):
+            """The value itself: decoding it whole is recorded (a slice is plain bytes)."""
+
+            def decode(self, *args: Any, **kwargs: Any) -> str:
+                decoded.append(len(self))
+                return super().decode(*args, **kwargs)
+
+        view = payloads.field_view(b"blob", Whole(value))
+        assert decoded == []  # only a slice of at most DECODE_BYTES was decoded
         assert view.clipped and view.full is not None
         assert len(view.full) == payloads.MAX_CHARS
 

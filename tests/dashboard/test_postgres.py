@@ -33,6 +33,7 @@ DATABASE_TESTS = (
     "tests/dashboard/failure_index",
     "tests/dashboard/test_audit.py",
     "tests/dashboard/test_failure_search.py",
+    "tests/dashboard/test_causes.py",
     "tests/dashboard/test_migrations.py",
     "tests/dashboard/test_databases.py",
 )

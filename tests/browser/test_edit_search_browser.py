@@ -62,6 +62,7 @@ class EditReplayBrowserTests:
         assert page.url.endswith(f"/dlq/{dlq_id}/edit/")  # nothing was sent
         payload.fill('{"customer": {"id": "c-7"}, "amount": 12.5, "currency": "EUR"}')
         payload.blur()
+        expect(page.locator("#editor-error")).to_be_hidden()
         expect(payload).to_have_value(
             '{\n  "customer": {\n    "id": "c-7"\n  },\n  "amount": 12.5,\n  "currency": "EUR"\n}'
         )
@@ -115,6 +116,8 @@ class SearchBrowserTests:
         results.get_by_role("link", name="Continue").click()
         expect(results.locator(".find-progress")).not_to_have_text(shown)
         found += results.locator("tr.find-match td a").all_inner_texts()
+        page.locator("#find-stream").scroll_into_view_if_needed()
+        page.evaluate("window.scrollTo(0, document.getElementById('find-stream').offsetTop - 8)")
         screenshot(page, "payload-search")
         while results.get_by_role("link", name="Continue").count():
             shown = results.locator(".find-progress").inner_text()

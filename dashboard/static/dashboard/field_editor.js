@@ -93,6 +93,11 @@
     form.querySelectorAll(".editor-rows .editor-field").forEach(function (f) {
       wire(f, prefix);
     });
+    // A shown error goes once every field is right again.
+    form.addEventListener("input", function () {
+      if (error.hidden) return;
+      if (!form.querySelector(".editor-rows .editor-field.invalid")) error.hidden = true;
+    });
     var add = document.getElementById("field-add");
     if (add && template && rows) {
       add.addEventListener("click", function () {

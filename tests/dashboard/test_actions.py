@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import redis
@@ -497,7 +498,10 @@ class RowSwapTests:
         assert response["HX-Reselect"] == f"#pending-{entry_id}"
         body = response.content.decode()
         row = body.split(f'<tr id="pending-{entry_id}"', 1)[1].split("</tr>", 1)[0]
-        assert 'title="60,' in row  # the row's idle cell: idle now at least 60 s
+        # The row's idle cell (written by the browser from when it was delivered): idle
+        # now at least 60 s.
+        [delivered] = re.findall(r'<span class="dur" data-since="(\d+)"', row)
+        assert int(delivered) <= time.time() * 1000 - 59_000
 
 
 class EntryAuditTests:

@@ -10,6 +10,7 @@ that has one; a Redis error is shown in the panel, never raised.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -23,6 +24,12 @@ from dashboard.redrive.service import PERMISSION
 register = template.Library()
 
 SHOWN = 5
+
+
+def _utc(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @register.inclusion_tag("dashboard/_redrive_panel.html", takes_context=True)
@@ -44,6 +51,7 @@ def redrive_panel(context: template.Context, stream: str) -> dict[str, Any]:
                 problem = f"canary outcomes unavailable: {exc}"
         shown.append({
             "job": job, "canary_rows": rows, "canary_problem": problem,
+            "since": _utc(job.since_ms), "until": _utc(job.until_ms),
             "bad": sum(1 for r in rows if r.bad),
             "processed": sum(1 for r in rows if r.outcome == canary.PROCESSED),
         })  # fmt: skip

@@ -646,3 +646,44 @@ def test_a_link_with_a_fingerprint_opens_the_dialog_filled_in(
     assert re.search(r'name="fingerprint"[^>]*value="abc123"', page)
     plain = client.get(url).content.decode()
     assert '<details class="redrive-dialog" id="redrive-dialog">' in plain
+
+
+def test_the_pushed_panel_has_the_controls_only_for_those_who_may(
+    r: redis.Redis, stream: str, operator: Any, fast: None
+) -> None:
+    from dashboard.live.registry import Surface, surface_context
+    from dashboard.live.render import surface_render
+
+    dead_letters(r, stream, 4)
+    job = make_job(r, stream, operator, canary="2", rate="1000")
+    run(r, job)
+    surface = Surface("dlq", stream=stream)
+    context = surface_context(surface=surface, client=r)
+    may = {"dashboard.view_queues", "dashboard.redrive_dead_letters"}
+    pushed = surface_render(surface=surface, context=context, perms=frozenset(may))
+    panel = pushed["redrive-panel"]
+    assert panel.startswith('<section id="redrive-panel"')
+    assert f'id="redrive-job-{job.pk}" data-redrive-state="waiting"' in panel
+    assert 'data-redrive-action="continue"' in panel
+    assert panel.count("data-canary-outcome=") == 2
+    reader = surface_render(surface=surface, context=context,
+                            perms=frozenset({"dashboard.view_queues"}))  # fmt: skip
+    assert 'data-redrive-state="waiting"' in reader["redrive-panel"]
+    assert "data-redrive-action" not in reader["redrive-panel"]
+
+
+def test_the_panel_names_the_filter_and_time_range_in_utc(
+    r: redis.Redis, stream: str, operator: Any
+) -> None:
+    from tests.html import element_text
+
+    dead_letters(r, stream, 2)
+    job = make_job(r, stream, operator, group="g", reason_contains="max",
+                   since="2020-01-02T03:04:05", until=str(4_102_444_800_000))  # fmt: skip
+    client = Client()
+    client.force_login(operator)
+    page = client.get(reverse("dashboard:dlq", args=[stream])).content.decode()
+    text = " ".join(element_text(page, f"redrive-job-{job.pk}").split())
+    assert "group g" in text
+    assert "reason contains “max”" in text
+    assert "from 2020-01-02 03:04:05 UTC to 2100-01-01 00:00:00 UTC" in text

@@ -51,7 +51,7 @@ class EngineSwitchTests:
         env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
         node = "tests/queue_core/test_engines.py::EngineMatrixTests"
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", node, "-q", "-k", "engine_of_the_test_id"],
+            [sys.executable, "-m", "pytest", node, "-q", "-n", "0", "-k", "engine_of_the_test_id"],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -253,6 +253,7 @@ class JsonErrorTests:
         assert response.status_code == 409, answer(response)
         assert audit_rows()[0].result == "refused"
 
+    @pytest.mark.timeout(300)  # 714 requests: over a minute on a busy two-core machine
     def test_hostile_bodies_never_500(self, remote_world: World, olga: Any, r: redis.Redis) -> None:
         before = state(r, remote_world)
         headers = bearer(olga)

@@ -96,7 +96,10 @@ class DatabaseTestsOnPostgresTests:
             "ACKBOARD_TEST_DB": "postgres",
             "ACKBOARD_TEST_DATABASE_URL": postgres.url,
         }
-        command = [sys.executable, "-m", "pytest", *DATABASE_TESTS, "-q", f"--junitxml={junit}"]
+        command = [
+            sys.executable, "-m", "pytest", *DATABASE_TESTS, "-q", "-n", "0",
+            f"--junitxml={junit}",
+        ]  # fmt: skip
         proc = subprocess.run(
             command,
             cwd=ROOT,

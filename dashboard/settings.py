@@ -294,6 +294,12 @@ ACKBOARD_FAILURE_SEARCH_MS = _int("ACKBOARD_FAILURE_SEARCH_MS", 1500)
 ACKBOARD_SAMPLER = _flag("ACKBOARD_SAMPLER", True)
 #: Seconds between two samples of every stream's counters (the finest tier of the history).
 ACKBOARD_SAMPLER_INTERVAL_S = _float("ACKBOARD_SAMPLER_INTERVAL_S", 10.0, minimum=0.1)
+#: The Redis key of the sampler's one-per-deployment lease. Two deployments with their own
+#: databases on one Redis (say, two teams' dashboards over different allowlists) each need
+#: their own key, else only one of them samples and the other's charts stay empty.
+ACKBOARD_SAMPLER_LEASE_KEY = (
+    os.environ.get("ACKBOARD_SAMPLER_LEASE_KEY", "").strip() or "ackboard:rates:sampler"
+)
 #: Days of rates history kept (the 10-minute tier; the finer tiers keep 1 and 7 days).
 ACKBOARD_RATES_RETENTION_DAYS = _int("ACKBOARD_RATES_RETENTION_DAYS", 90, minimum=1)
 #: Bearer token a Prometheus scraper may send to /metrics instead of logging in ("" = none).

@@ -3,8 +3,9 @@
 Owns the tick (read the counters, write tier-0 rows), the downsampling into the 1-minute
 and 10-minute tiers, retention, the Redis lease that elects one sampler per deployment,
 and the thread web processes run. It reads Redis (``selectors.stream_counters``) and
-writes only the lease key ``ackboard:rates:sampler`` there (and publishes one event a
-tick); its history goes to the database (``dashboard.rates.models``: why there).
+writes only the lease key (``ACKBOARD_SAMPLER_LEASE_KEY``, ``ackboard:rates:sampler`` by
+default) there, and publishes one event a tick; its history goes to the database
+(``dashboard.rates.models``: why there).
 
 **One sampler per deployment.** Every web process (with ``ACKBOARD_SAMPLER=1``, the
 default) and any ``manage.py sample_rates`` runs a sampler loop, but a tick samples only
@@ -61,6 +62,8 @@ from queue_core.types import StreamCounters
 
 log = logging.getLogger("dashboard.rates")
 
+#: The lease's default key (``ACKBOARD_SAMPLER_LEASE_KEY`` sets another: one per deployment
+#: when several deployments, each with its own database, share one Redis).
 LEASE_KEY = "ackboard:rates:sampler"
 #: The event each tick publishes on ``queue_core.keys.EVENTS_CHANNEL`` (``{"type":
 #: "rates", "stream": "", "at": <tick time>}``; ``dashboard.live.broadcaster`` hears it).
@@ -299,12 +302,13 @@ class Sampler:
         *,
         client: Client | None = None,
         interval_s: float | None = None,
-        lease_key: str = LEASE_KEY,
+        lease_key: str | None = None,
     ) -> None:
         self.client = client if client is not None else get_redis()
         self.interval_s = float(interval_s or settings.ACKBOARD_SAMPLER_INTERVAL_S)
         ttl_ms = max(1000, int(3000 * self.interval_s))
-        self.lease = Lease(self.client, ttl_ms=ttl_ms, key=lease_key)
+        key = lease_key or str(settings.ACKBOARD_SAMPLER_LEASE_KEY)
+        self.lease = Lease(self.client, ttl_ms=ttl_ms, key=key)
         self.index = StreamIndex(
             patterns=tuple(settings.ACKBOARD_STREAMS),
             cap=int(settings.ACKBOARD_MAX_STREAMS),

@@ -528,6 +528,23 @@ class SamplerTests:
         time.sleep(0.01)
         assert a.tick() is not None and b.tick() is None
 
+    def test_the_lease_key_setting_lets_two_deployments_share_a_redis(
+        self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str
+    ) -> None:
+        make_group(r, stream, "g")
+        assert rates_settings.ACKBOARD_SAMPLER_LEASE_KEY == rates_sampler.LEASE_KEY  # default
+        rates_settings.ACKBOARD_SAMPLER_LEASE_KEY = prefix + "lease:team-a"
+        a = Sampler(client=r, interval_s=1.0)
+        rates_settings.ACKBOARD_SAMPLER_LEASE_KEY = prefix + "lease:team-b"
+        b = Sampler(client=r, interval_s=1.0)
+        same = Sampler(client=r, interval_s=1.0)  # b's deployment's second process
+        assert a.tick() is not None and b.tick() is not None and same.tick() is None
+        assert r.get(prefix + "lease:team-a") == a.lease.token.encode()
+        assert r.get(prefix + "lease:team-b") == b.lease.token.encode()
+        assert r.get(rates_sampler.LEASE_KEY) is None
+        a.stop()
+        b.stop()
+
     @pytest.mark.django_db(transaction=True)  # the thread writes on its own connection
     def test_web_thread_starts_with_a_request_and_samples(
         self, rates_settings: Any, r: redis.Redis, stream: str, client: Client

@@ -66,7 +66,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         self.stdout.write(
             f"Sampling every {settings.ACKBOARD_SAMPLER_INTERVAL_S:g}s while holding the lease "
-            f"{rates_sampler.LEASE_KEY!r}; Ctrl-C stops."
+            f"{settings.ACKBOARD_SAMPLER_LEASE_KEY!r}; Ctrl-C stops."
         )
         self.stdout.flush()
         runner = threading.Thread(target=rates_sampler.run_loop, args=(state,), daemon=True)

@@ -687,3 +687,16 @@ def test_the_panel_names_the_filter_and_time_range_in_utc(
     assert "group g" in text
     assert "reason contains “max”" in text
     assert "from 2020-01-02 03:04:05 UTC to 2100-01-01 00:00:00 UTC" in text
+
+
+@pytest.mark.parametrize("job_id", ["99999999999999999999999", "0", "9223372036854775808"])
+def test_hostile_job_ids_are_404_never_500(operator: Any, job_id: str) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(operator)
+    for url in (f"/redrive/{job_id}/pause/", f"/redrive/{job_id}/"):
+        response = (client.post if url.endswith("pause/") else client.get)(url, headers=HTMX)
+        assert response.status_code == 404, (url, response.status_code)
+    _, secret = token_issue(user=operator, name="ci")
+    response = client.post(f"/api/v1/redrive/{job_id}/pause", content_type="application/json",
+                           headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
+    assert response.status_code == 404

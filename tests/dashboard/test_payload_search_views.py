@@ -237,3 +237,45 @@ class JumpTests:
         response = make_client("rita", "view_queues").get(jump, {"at": "soon"})
         assert response.status_code == 400
         assert "UTC time like" in response.content.decode()
+
+
+class HostileTests:
+    def test_hostile_names_ids_and_values_never_500(
+        self, make_client: MakeClient, r: redis.Redis, stream: str
+    ) -> None:
+        from tests.dashboard.test_safety import FINE, HOSTILE_IDS, HOSTILE_NAMES, _raw, _seg
+
+        r.xgroup_create(stream, "g", id="0", mkstream=True)
+        r.xadd(stream, {"a": "b"})
+        client = make_client("root", "view_queues", "edit_replay_dead_letter")
+        client.raise_request_exception = False
+        bad = []
+        for name in HOSTILE_NAMES:
+            for seg in (_seg(name), _raw(name)):
+                for url in (
+                    f"/streams/{seg}/find/?field=a&value=b",
+                    f"/streams/{seg}/find/?where=pending&group=g&field=a",
+                    f"/streams/{seg}/find/?where=dlq&field=a",
+                    f"/streams/{_seg(stream)}/find/?where=pending&group={seg}&field=a",
+                    f"/streams/{seg}/jump/?at=2026-01-01T00:00",
+                    f"/streams/{seg}/dlq/1-1/edit/",
+                ):
+                    status = client.get(url).status_code
+                    if status not in FINE:
+                        bad.append((url, status))
+                status = client.post(f"/streams/{seg}/dlq/1-1/edit-replay/", {}).status_code
+                if status not in FINE:
+                    bad.append((seg, status))
+        for value in HOSTILE_IDS + HOSTILE_NAMES + ["x" * 100_000]:
+            for params in (
+                {"field": "a", "after": value},
+                {"field": value, "value": value, "op": "json", "path": value},
+                {"at": value},
+            ):
+                url = f"/streams/{_seg(stream)}/find/?" + urlencode(params)
+                if "at" in params:
+                    url = f"/streams/{_seg(stream)}/jump/?" + urlencode(params)
+                status = client.get(url).status_code
+                if status not in FINE:
+                    bad.append((url[:100], status))
+        assert bad == []

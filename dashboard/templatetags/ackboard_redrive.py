@@ -32,6 +32,21 @@ def _utc(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _left(job: RedriveJob) -> str:
+    """About how long the rest takes at the job's rate ("" unless it is running)."""
+    if job.state != RedriveJob.State.RUNNING or job.rate <= 0:
+        return ""
+    seconds = max(0, job.matched - job.processed) / job.rate
+    if seconds < 60:
+        return f"about {max(1, round(seconds))} s left"
+    minutes, rest = divmod(round(seconds), 60)
+    return (
+        f"about {minutes} min {rest} s left"
+        if minutes < 60
+        else f"about {minutes // 60} h {minutes % 60} min left"
+    )
+
+
 @register.inclusion_tag("dashboard/_redrive_panel.html", takes_context=True)
 def redrive_panel(context: template.Context, stream: str) -> dict[str, Any]:
     jobs = list(
@@ -51,7 +66,7 @@ def redrive_panel(context: template.Context, stream: str) -> dict[str, Any]:
                 problem = f"canary outcomes unavailable: {exc}"
         shown.append({
             "job": job, "canary_rows": rows, "canary_problem": problem,
-            "since": _utc(job.since_ms), "until": _utc(job.until_ms),
+            "since": _utc(job.since_ms), "until": _utc(job.until_ms), "left": _left(job),
             "bad": sum(1 for r in rows if r.bad),
             "processed": sum(1 for r in rows if r.outcome == canary.PROCESSED),
         })  # fmt: skip

@@ -700,3 +700,20 @@ def test_hostile_job_ids_are_404_never_500(operator: Any, job_id: str) -> None:
     response = client.post(f"/api/v1/redrive/{job_id}/pause", content_type="application/json",
                            headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
     assert response.status_code == 404
+
+
+def test_a_running_job_says_about_how_long_is_left(
+    r: redis.Redis, stream: str, operator: Any
+) -> None:
+    from tests.html import element_text
+
+    dead_letters(r, stream, 3)
+    job = make_job(r, stream, operator, rate="0.1")  # 3 at 0.1/s: about 30 s
+    client = Client()
+    client.force_login(operator)
+    page = client.get(reverse("dashboard:dlq", args=[stream])).content.decode()
+    text = " ".join(element_text(page, f"redrive-job-{job.pk}").split())
+    assert "0 of 3 replayed · about 30 s left" in text
+    RedriveJob.objects.filter(pk=job.pk).update(matched=1000)
+    page = client.get(reverse("dashboard:dlq", args=[stream])).content.decode()
+    assert "about 2 h 46 min left" in " ".join(element_text(page, f"redrive-job-{job.pk}").split())

@@ -53,7 +53,7 @@ GROUPS_NAMED = 10
 #: Groups whose pending lists are read for "pending now".
 PENDING_GROUPS = 20
 #: Pending ids read in all for "pending now" (each group's first ids, in id order).
-PENDING_SCAN = 5_000
+PENDING_SCAN = 2_000
 
 
 @dataclass(frozen=True, slots=True)

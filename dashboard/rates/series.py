@@ -253,7 +253,8 @@ def _fetch(sql: str, params: tuple[Any, ...]) -> list[Any]:
     db = _db()
     with db.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        rows: list[Any] = cursor.fetchall()
+        return rows
 
 
 _SQL: dict[str, _Statements] = {}

@@ -492,12 +492,12 @@ class SamplerTests:
         self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str
     ) -> None:
         make_group(r, stream, "g")
-        events = r.pubsub(ignore_subscribe_messages=True)
+        events = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         events.subscribe(EVENTS_CHANNEL)
         assert events.get_message(timeout=5) is None  # the subscription is in place
         report = _sampler(r, prefix).tick()
         assert report is not None
-        heard = []
+        heard: list[dict[str, Any]] = []
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not heard:
             message = events.get_message(timeout=0.5)

@@ -41,7 +41,8 @@ def _samples(stream: str, group: str, at: float) -> None:
 class _Attr(HTMLParser):
     def __init__(self, element_id: str, name: str) -> None:
         super().__init__()
-        self.element_id, self.name, self.found = element_id, name, []
+        self.element_id, self.name = element_id, name
+        self.found: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = dict(attrs)

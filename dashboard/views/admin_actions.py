@@ -26,11 +26,15 @@ answers with a redirect to the stream's page (``ActionResult.redirect``): its ow
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db import connection
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -556,13 +560,55 @@ def __getattr__(name: str) -> list[URLPattern | URLResolver]:
 # --- the group page's Undo --------------------------------------------------------------
 
 
-def last_reset(*, stream: str, group: str) -> AuditEvent | None:
-    """The newest successful reset of ``group``, whose state before says where it was:
-    the group page offers to reset it back there (Undo). One indexed SQL query."""
-    return (
-        AuditEvent.objects.filter(
-            action="reset-position", stream=stream, group=group, result=AuditEvent.Result.OK
-        )
-        .order_by("-id")
-        .first()
+@dataclass(frozen=True, slots=True)
+class LastReset:
+    """What the group page's Undo shows of the newest successful reset (an audit row)."""
+
+    id: int
+    username: str
+    created_at: datetime
+    state_before: dict[str, Any]
+
+
+#: ``last_reset``'s columns, in its statement's order.
+_RESET_COLUMNS = ("id", "username", "created_at", "state_before")
+
+
+@functools.cache
+def _last_reset_statement(vendor: str) -> tuple[str, tuple[tuple[Any, list[Any]], ...]]:
+    """``last_reset``'s SQL for a database backend, and each column's converters (what
+    the ORM applies to them: the backend's, then the field's), built once per process."""
+    del vendor  # the cache key: the statement and converters are the backend's
+    meta = AuditEvent._meta
+    q = connection.ops.quote_name
+    cols = [meta.get_field(name) for name in _RESET_COLUMNS]
+    sql = (
+        f"SELECT {', '.join(q(f.column) for f in cols)} FROM {q(meta.db_table)}"
+        f" WHERE {q('action')} = %s AND {q('stream')} = %s AND {q('group')} = %s"
+        f" AND {q('result')} = %s ORDER BY {q('id')} DESC LIMIT 1"
     )
+    converters = []
+    for f in cols:
+        col = f.get_col(meta.db_table)
+        converters.append(
+            (col, [*connection.ops.get_db_converters(col), *f.get_db_converters(connection)])
+        )
+    return sql, tuple(converters)
+
+
+def last_reset(*, stream: str, group: str) -> LastReset | None:
+    """The newest successful reset of ``group``, whose state before says where it was:
+    the group page offers to reset it back there (Undo). One prepared SQL statement on
+    the ``action`` index (the ORM's compile cost 1-2 ms a page for a 0.05 ms query)."""
+    sql, converters = _last_reset_statement(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, ["reset-position", stream, group, AuditEvent.Result.OK.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = []
+    for value, (col, funcs) in zip(row, converters, strict=True):
+        for func in funcs:
+            value = func(value, col, connection)
+        values.append(value)
+    return LastReset(*values)

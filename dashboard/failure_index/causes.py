@@ -49,7 +49,7 @@ CAUSES_SHOWN = 50
 #: Most (fingerprint, stream, group) rows the grouped query reads.
 GROUP_ROWS = 20_000
 #: Groups named per cause.
-GROUPS_NAMED = 10
+GROUPS_NAMED = 5
 #: Groups whose pending lists are read for "pending now".
 PENDING_GROUPS = 20
 #: Pending ids read in all for "pending now" (each group's first ids, in id order).

@@ -5,6 +5,7 @@
 --
 -- KEYS[1] - the stream
 -- KEYS[2] - its dead-letter stream (same cluster slot, see queue_core.keys)
+-- KEYS[3] - its edited-replays hash (queue_core.scripts.edit_replay.edits_key, same slot)
 -- ARGV[1] - the dead-letter entry id
 -- ARGV[2] - the reserved field prefix ('ackboard.'); such fields are not copied back
 -- ARGV[3] - the target-group field name (queue_core.keys.REPLAY_GROUP_FIELD)
@@ -15,6 +16,8 @@
 -- ARGV[8] - the payload-missing field name (queue_core.keys.PAYLOAD_MISSING_FIELD)
 -- returns {new_id, group, origin_id} on success,
 --         {false, 'not-found'} when the dead-letter entry does not exist,
+--         {false, 'edit-awaiting', new_id} when an edited replay of it still awaits
+--           success (replaying the original too would run the job twice),
 --         {false, 'wrong-stream', origin_stream} when it came from another stream,
 --         {false, 'no-origin'} when it has no origin group or id,
 --         {false, 'payload-missing'} when its original fields were lost before it
@@ -29,6 +32,16 @@ local MAX_VALUES = 7990
 local found = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
 if #found == 0 then
   return {false, 'not-found'}
+end
+-- An edited replay keeps its dead letter until the edit succeeded; only one that failed
+-- again (or an unreadable record, which is refused to be safe) leaves it replayable.
+local edit = redis.call('HGET', KEYS[3], ARGV[1])
+if edit then
+  local ok, record = pcall(cjson.decode, edit)
+  if not ok or type(record) ~= 'table' or record['state'] ~= 'failed' then
+    local new_id = (ok and type(record) == 'table' and record['new_id']) or ''
+    return {false, 'edit-awaiting', tostring(new_id)}
+  end
 end
 local fields = found[1][2]
 local prefix = ARGV[2]
@@ -80,4 +93,5 @@ payload[#payload + 1] = ARGV[4]
 payload[#payload + 1] = origin_id
 local new_id = redis.call('XADD', KEYS[1], '*', unpack(payload))
 redis.call('XDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return {new_id, group, origin_id}

@@ -17,18 +17,19 @@ from queue_core.keys import (
     stream_keys,
 )
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, text
+from queue_core.scripts.edit_replay import edits_key
 from queue_core.types import Replayed
 
 
 class DlqReplayScript(LuaScript[Replayed | Refusal]):
     def call(self, *, stream: str, dlq_id: str) -> ScriptCall[Replayed | Refusal]:
         """XADD the entry's own fields plus the replay fields to ``stream``, XDEL it from
-        ``{S}:dlq``. Refusals: not-found, wrong-stream, no-origin, payload-missing,
-        no-group, too-many-fields. Raises CrossSlotName for a stream whose DLQ cannot
-        share its slot."""
+        ``{S}:dlq``. Refusals: not-found, edit-awaiting, wrong-stream, no-origin,
+        payload-missing, no-group, too-many-fields. Raises CrossSlotName for a stream whose
+        DLQ cannot share its slot."""
         keys = stream_keys(stream)
         return self.bind(
-            keys=[keys.stream, keys.dlq],
+            keys=[keys.stream, keys.dlq, edits_key(stream)],
             args=[
                 dlq_id,
                 RESERVED_PREFIX,
@@ -59,6 +60,12 @@ def _parse(reply: Sequence[Any], *, stream: str, dlq_id: str) -> Replayed | Refu
         return Refusal(kind, message, fields=fields, limit=limit)
     if kind == "not-found":
         message = f"dead-letter entry {dlq_id} does not exist (replayed or deleted?)"
+    elif kind == "edit-awaiting":
+        message = (
+            f"dead-letter entry {dlq_id} was replayed edited as {text(reply[2]) or '?'}, "
+            "which awaits success: replaying the original too would run the job twice. "
+            "Nothing was changed."
+        )
     elif kind == "payload-missing":
         message = (
             f"dead-letter entry {dlq_id} has no payload: it was deleted from the stream "

@@ -18,7 +18,7 @@ from queue_core.edited_replays import (
 )
 from queue_core.keys import stream_keys
 from queue_core.scripts.edit_replay import edits_key
-from queue_core.services import dlq_delete, entry_dead_letter
+from queue_core.services import dlq_delete, dlq_replay, entry_dead_letter
 from queue_core.types import ActionRefused
 
 
@@ -78,6 +78,22 @@ class RefusalTests:
         assert list(record) == [dlq_id]
         assert record[dlq_id].new_id == second.new_id and record[dlq_id].state == "awaiting"
         assert record[dlq_id].operator == "o" and record[dlq_id].at_ms > 0
+
+    def test_plain_replay_refused_while_an_edit_awaits(self, r: redis.Redis, stream: str) -> None:
+        # A plain Replay (or a redrive) of the original while its edited replay awaits
+        # success would run the job twice; once the edit failed again, it is allowed.
+        _, dlq_id = dead_letter(r, stream)
+        edited = replay(r, stream, dlq_id)
+        length = r.xlen(stream)
+        with pytest.raises(ActionRefused, match="awaits success"):
+            dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        assert r.xlen(stream) == length and r.xlen(stream_keys(stream).dlq) == 1
+        key = edits_key(stream)
+        record = json.loads(r.hget(key, dlq_id))
+        r.hset(key, dlq_id, json.dumps({**record, "state": "failed"}))
+        replayed = dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
+        assert replayed.new_id != edited.new_id
+        assert r.xlen(stream_keys(stream).dlq) == 0 and not r.hexists(key, dlq_id)
 
 
 class SettleTests:

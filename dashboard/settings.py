@@ -307,6 +307,12 @@ ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.
 ACKBOARD_LIVE_TICK = _float("ACKBOARD_LIVE_TICK", 1.0)
 
+# Redrive jobs (dashboard.redrive, run by ``manage.py run_jobs``): the highest rate a job
+# may ask for (replays a second), and how long a runner's lease on a job lasts unrenewed
+# (another runner takes the job over after that when one dies).
+ACKBOARD_REDRIVE_MAX_RATE = _float("ACKBOARD_REDRIVE_MAX_RATE", 50.0, minimum=0.1)
+ACKBOARD_REDRIVE_LEASE_S = _float("ACKBOARD_REDRIVE_LEASE_S", 10.0, minimum=1.0)
+
 #: Seconds a live socket's session and permissions are trusted before they are read again.
 ACKBOARD_LIVE_RECHECK = _float("ACKBOARD_LIVE_RECHECK", 2.0)
 

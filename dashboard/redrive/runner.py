@@ -53,14 +53,12 @@ State = RedriveJob.State
 
 def max_rate() -> float:
     """``ACKBOARD_REDRIVE_MAX_RATE``: the highest rate a job may ask for (replays/s)."""
-    return float(getattr(settings, "ACKBOARD_REDRIVE_MAX_RATE", None) or
-                 os.environ.get("ACKBOARD_REDRIVE_MAX_RATE") or 50.0)  # fmt: skip
+    return float(settings.ACKBOARD_REDRIVE_MAX_RATE)
 
 
 def lease_s() -> float:
     """``ACKBOARD_REDRIVE_LEASE_S``: how long a runner's lease lasts without renewal."""
-    return float(getattr(settings, "ACKBOARD_REDRIVE_LEASE_S", None) or
-                 os.environ.get("ACKBOARD_REDRIVE_LEASE_S") or 10.0)  # fmt: skip
+    return float(settings.ACKBOARD_REDRIVE_LEASE_S)
 
 
 def runner_name() -> str:

@@ -50,7 +50,10 @@ def _filters(request: HttpRequest) -> AuditFilter:
 
 def _action_choices() -> list[str]:
     singles = list(ACTION_PERMISSIONS)
-    return singles + [f"bulk-{a}" for a in ("retry", "dead-letter", "acknowledge")]
+    bulk = [f"bulk-{a}" for a in ("retry", "dead-letter", "acknowledge")]
+    redrive = [f"redrive-{a}" for a in ("pause", "resume", "continue", "stop", "cancel")]
+    others = ["edit-replay", "redrive", *redrive, "redrive-finished"]
+    return singles + bulk + [a for a in others if a not in singles]
 
 
 @require_GET

@@ -36,7 +36,13 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from dashboard.converters import name_problem, name_segment
-from dashboard.templatetags.ackboard import copy_button, duration_span, human_ms, since_span
+from dashboard.templatetags.ackboard import (
+    copy_button,
+    duration_span,
+    human_ms,
+    since_ms,
+    since_span,
+)
 from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_ms, row_urls
 
 register = template.Library()
@@ -242,10 +248,14 @@ def _retire_prefix(stream: str, group: str) -> str:
 
 @register.simple_tag
 def consumer_rows(
-    health: Any, stream: str = "", group: str = "", retire: bool = False
+    health: Any, stream: str = "", group: str = "", retire: bool = False, now_ms: Any = None
 ) -> SafeString:
     """The ``<tr>`` of each consumer of ``health`` (``queue_core.health.GroupHealth``);
-    with ``retire`` (the user may retire consumers), a last cell with its Retire button."""
+    with ``retire`` (the user may retire consumers), a last cell with its Retire button.
+    With ``now_ms`` (the instant ``health`` was read), the idle and inactive times are
+    the instants they started (``since_span``: the browser writes and keeps them current,
+    so the table's HTML changes only when what it shows changes); without, durations."""
+    since = None if now_ms is None else int(now_ms)
     window = escape(human_ms(health.stuck_after_ms))
     prefix = _retire_prefix(stream, group) if retire else ""
     out = []
@@ -262,8 +272,10 @@ def consumer_rows(
             inactive = _NO_INACTIVE
         elif c.inactive_ms < 0:
             inactive = _NEVER_READ
-        else:
+        elif since is None:
             inactive = duration_span(c.inactive_ms)
+        else:
+            inactive = since_span(since_ms(c.inactive_ms, since))
         if judged.seen:
             seen = _LIVE
         elif judged.holds_stuck:
@@ -283,7 +295,11 @@ def consumer_rows(
                 n=n,
                 name=escape(_truncated(c.name, 80)),
                 pending=pending,
-                idle=duration_span(c.idle_ms),
+                idle=(
+                    duration_span(c.idle_ms)
+                    if since is None
+                    else since_span(since_ms(c.idle_ms, since))
+                ),
                 inactive=inactive,
                 seen=seen,
                 actions=actions,

@@ -404,14 +404,17 @@ def group_context(
         stream=stream, group=group, entry_ids=[r.id for r in page.rows]
     )
     filters = PendingFilters(consumer=consumer, min_idle_s=min_idle_s, start=start or "")
+    now = _now_ms()
     health = queue_health.detail_health(
-        detail=detail, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=_now_ms()
+        detail=detail, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=now
     )
     return {
         "stream": stream,
         "group": group,
         "detail": detail,
         "health": health,
+        # The consumer table's idle times start from it (``since_span``).
+        "now_ms": now,
         "health_ok": health.state is GroupState.OK,
         "health_reason": "" if health.state is GroupState.OK else liveness_reason(health),
         "snapshot_id": detail.stream.last_generated_id,

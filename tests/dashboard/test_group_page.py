@@ -18,6 +18,7 @@ from django.template import Context, Template
 from django.test import Client
 from django.urls import reverse
 
+from dashboard.templatetags.ackboard import since_ms
 from queue_core.health import group_health
 from queue_core.types import ConsumerInfo
 from tests.dashboard.action_helpers import MakeClient
@@ -92,13 +93,15 @@ class CompressionTests:
         assert len(sizes) > 1
 
 
-#: The consumer rows as the template loop wrote them before ``{% consumer_rows %}``.
-_CONSUMER_LOOP = """{% load ackboard ackboard_names %}{% for ch in health.consumers %}{% with c=ch.info %}
+#: The consumer rows as the template loop wrote them before ``{% consumer_rows %}``, with
+#: the idle and inactive times as durations (the tag without ``now_ms``) or, with
+#: ``since``, as the instants they started (``since_span``, the tag with ``now_ms``).
+_CONSUMER_LOOP = """{% load ackboard ackboard_names %}{% for ch, idle_since, inactive_since in consumers %}{% with c=ch.info %}
       <tr id="consumer-row-{{ forloop.counter }}">
         <td class="mono name">{{ c.name|truncatechars:80 }}</td>
         <td class="num">{% if c.pending and not c.name|url_problem %}<a href="?consumer={{ c.name|urlencode }}">{{ c.pending }}</a>{% else %}{{ c.pending }}{% endif %}</td>
-        <td>{% duration_span c.idle_ms %}</td>
-        <td>{% if c.inactive_ms is None %}<span class="muted" title="Redis 7.2+ reports the time since the consumer's last successful read">n/a</span>{% elif c.inactive_ms < 0 %}<span class="muted">never read</span>{% else %}{% duration_span c.inactive_ms %}{% endif %}</td>
+        <td>{% if since %}{% since_span idle_since %}{% else %}{% duration_span c.idle_ms %}{% endif %}</td>
+        <td>{% if c.inactive_ms is None %}<span class="muted" title="Redis 7.2+ reports the time since the consumer's last successful read">n/a</span>{% elif c.inactive_ms < 0 %}<span class="muted">never read</span>{% elif since %}{% since_span inactive_since %}{% else %}{% duration_span c.inactive_ms %}{% endif %}</td>
         <td>{% if ch.seen %}<span class="badge ok">live</span>{% elif ch.holds_stuck %}<span class="badge bad" title="Not seen in {{ health.stuck_after_ms|duration }} and holding {{ c.pending }} pending">dead, holds {{ c.pending }}</span>{% else %}<span class="badge idle" title="Not seen in {{ health.stuck_after_ms|duration }}; holds nothing">not seen</span>{% endif %}</td>
       </tr>
       {% endwith %}{% endfor %}"""  # noqa: E501
@@ -126,13 +129,36 @@ class ConsumerRowsTests:
             stuck_after_ms=60_000, now_ms=0,
         )  # fmt: skip
         words = " ".join
-        expected = Template(_CONSUMER_LOOP).render(Context({"health": health}))
-        got = Template("{% load ackboard_rows %}{% consumer_rows health %}").render(
-            Context({"health": health})
-        )
 
         def cells(html: str) -> list[str]:
             return [words(row.split()) for row in re.findall(r"<tr.*?</tr>", html, re.S)]
 
+        durations = [(ch, None, None) for ch in health.consumers]
+        expected = Template(_CONSUMER_LOOP).render(
+            Context({"health": health, "consumers": durations, "since": False})
+        )
+        got = Template("{% load ackboard_rows %}{% consumer_rows health %}").render(
+            Context({"health": health})
+        )
         assert cells(got) == cells(expected)
         assert len(cells(got)) == len(infos)
+        assert 'data-ms="90000"' in got  # a duration, written by the server
+
+        # With now_ms: the instants the idle and inactive times started, rounded up to
+        # the second (the browser writes "3 min" from them and keeps it current).
+        now = 1_764_620_000_500
+        instants = [
+            (ch, since_ms(ch.info.idle_ms, now),
+             None if ch.info.inactive_ms is None else since_ms(ch.info.inactive_ms, now))
+            for ch in health.consumers
+        ]  # fmt: skip
+        expected = Template(_CONSUMER_LOOP).render(
+            Context({"health": health, "consumers": instants, "since": True})
+        )
+        got = Template("{% load ackboard_rows %}{% consumer_rows health now_ms=now %}").render(
+            Context({"health": health, "now": now})
+        )
+        assert cells(got) == cells(expected)
+        assert len(cells(got)) == len(infos)
+        assert 'data-since="1764619911000"' in got  # idle 90,000 ms (+ i = 1 ms) at now
+        assert "data-ms=" not in got

@@ -205,8 +205,8 @@ class ViewTests:
         assert causes_link is not None
         query = causes_link.group(1).replace("&amp;", "&")
         assert "view=causes" in query and "window=24h" in query and "stream=" in query
-        page = client.get(URL, {"stream": stream, "view": "causes", "window": "7d"}).content
-        attempts_link = re.search(r'href="\?([^"]*)"[^>]*id="view-attempts"', page.decode())
+        back = client.get(URL, {"stream": stream, "view": "causes", "window": "7d"})
+        attempts_link = re.search(r'href="\?([^"]*)"[^>]*id="view-attempts"', back.content.decode())
         assert attempts_link is not None
         assert "view=" not in attempts_link.group(1) and "window=7d" in attempts_link.group(1)
 

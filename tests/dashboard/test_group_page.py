@@ -162,3 +162,39 @@ class ConsumerRowsTests:
         assert len(cells(got)) == len(infos)
         assert 'data-since="1764619911000"' in got  # idle 90,000 ms (+ i = 1 ms) at now
         assert "data-ms=" not in got
+
+
+#: The pending filter's option lists as the template loops wrote them before
+#: ``{% consumer_options %}`` and ``{% idle_options %}``.
+_OPTIONS_LOOP = """{% load ackboard %}{% for c in consumers %}<option value="{{ c.name }}"{% if c.name == filters.consumer %} selected{% endif %}>{{ c.name|truncatechars:60 }} ({{ c.pending }})</option>{% endfor %}
+{% for s in idle_presets %}<option value="{% if s %}{{ s }}{% endif %}"{% if s == filters.min_idle_s %} selected{% endif %}>{% if s %}{% widthratio s 1 1000 as ms %}{{ ms|duration }}{% else %}any{% endif %}</option>{% endfor %}
+{% if filters.min_idle_s and filters.min_idle_s not in idle_presets %}{% widthratio filters.min_idle_s 1 1000 as custom_ms %}<option value="{{ filters.min_idle_s }}" selected>{{ custom_ms|duration }}</option>{% endif %}"""  # noqa: E501
+
+
+class FilterOptionsTests:
+    @pytest.mark.parametrize(
+        ("chosen", "min_idle_s"),
+        [("", 0), ("worker-1", 60), ('<script>alert("x")</script>', 45), ("x" * 120, 86400)],
+    )
+    def test_the_tags_write_what_the_template_loops_wrote(
+        self, chosen: str, min_idle_s: int
+    ) -> None:
+        from dashboard.views.pages import IDLE_PRESETS, PendingFilters
+
+        names = ["worker-1", '<script>alert("x")</script>', "a/b%c d&e", "cafe\u0301-x", "x" * 120]
+        consumers = [ConsumerInfo(name, i * 1000, 5, None) for i, name in enumerate(names)]
+        filters = PendingFilters(consumer=chosen, min_idle_s=min_idle_s, start="")
+        context = {"consumers": consumers, "filters": filters, "idle_presets": IDLE_PRESETS}
+        expected = Template(_OPTIONS_LOOP).render(Context(context))
+        got = Template(
+            "{% load ackboard_rows %}{% consumer_options consumers filters.consumer %}\n"
+            "{% idle_options idle_presets filters.min_idle_s %}\n"
+        ).render(Context(context))
+
+        def options(html: str) -> list[str]:
+            return re.findall(r"<option.*?</option>", html, re.S)
+
+        assert options(got) == options(expected)
+        assert len(options(got)) == len(names) + len(IDLE_PRESETS) + (min_idle_s == 45)
+        # the chosen consumer (if any) and the chosen idle time (a preset, or its own)
+        assert sum(" selected>" in o for o in options(got)) == (chosen != "") + 1

@@ -124,7 +124,8 @@ class GroupPageTests:
         make_pending(r, stream, "g", "w1", 2)
         create_consumer(r, stream, "foreign")  # reads, but sends no heartbeat
         beat(r, stream, "w1", running=2, processed=10, failed=1)
-        beat(r, stream, "w0-gone", seen_ms=now_ms() - 120_000)
+        gone_seen = now_ms() - 120_000
+        beat(r, stream, "w0-gone", seen_ms=gone_seen)
         body = page(make_client("olga", *FLEET), stream)
         fleet = element_text(body, "group-fleet")
         assert "Not paused: 1 Ackboard worker live." in fleet
@@ -136,6 +137,13 @@ class GroupPageTests:
         assert rows["worker-2"][11] == "live"
         assert rows["worker-1"][11].startswith("stale last seen ")
         assert rows["worker-1"][11].endswith(" UTC")
+        # Started and last seen are instants the browser writes as "3 min ago" (age_span):
+        # the server's text is the UTC time, so the HTML is the same until a beat changes.
+        started = datetime.fromtimestamp(STARTED_MS // 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        assert rows["worker-2"][10] == f"at {started} UTC"
+        worker = {m[0]: m[1] for m in re.findall(r'<tr id="(worker-\d)"(.*?)</tr>', body, re.S)}
+        assert worker["worker-2"].count(f'data-since="{STARTED_MS}" data-ago') == 1
+        assert worker["worker-1"].count(f'data-since="{gone_seen}" data-ago') == 1
         assert re.search(r'<tr id="worker-1" class="worker stale"', body)
         assert re.search(r'<tr id="worker-2" class="worker"', body)
         assert labelled_text(body, "Pause group")  # the dialog is there for an operator

@@ -1,6 +1,7 @@
 """The group page's repeated rows: ``{% pending_rows rows stream group %}``,
 ``{% consumer_rows health [stream group retire now_ms=…] %}`` and the pending filter's
-``<option>`` lists (``{% consumer_options %}``, ``{% idle_options %}``).
+``<option>`` lists (``{% consumer_options %}``, ``{% idle_options %}``) and the fleet
+banner's not-pausable names (``{% code_list %}``).
 
 Owns the markup of one pending-table row (``_ROW`` and the action buttons below it) and of
 one consumer-table row (``_CONSUMER``). A pending row repeats 50 times a page (consumer rows
@@ -349,3 +350,12 @@ def idle_options(presets: Any, chosen: int) -> SafeString:
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - numbers and escaped text only
+
+
+@register.simple_tag
+def code_list(names: Any, length: int = 60) -> SafeString:
+    """``<code>name</code>, <code>name</code>``: each name shortened to ``length``
+    characters (the fleet banner's consumers a pause cannot stop)."""
+    return mark_safe(  # noqa: S308 - every name is escaped
+        ", ".join(f"<code>{escape(_truncated(str(name), length))}</code>" for name in names)
+    )

@@ -198,3 +198,19 @@ class FilterOptionsTests:
         assert len(options(got)) == len(names) + len(IDLE_PRESETS) + (min_idle_s == 45)
         # the chosen consumer (if any) and the chosen idle time (a preset, or its own)
         assert sum(" selected>" in o for o in options(got)) == (chosen != "") + 1
+
+
+class CodeListTests:
+    @pytest.mark.parametrize("count", [0, 1, 3])
+    def test_the_tag_writes_what_the_template_loop_wrote(self, count: int) -> None:
+        names = ['<script>alert("x")</script>', "x" * 120, "cafe\u0301-x"][:count]
+        loop = (
+            "{% for name in names %}<code>{{ name|truncatechars:60 }}</code>"
+            "{% if not forloop.last %}, {% endif %}{% endfor %}"
+        )
+        expected = Template(loop).render(Context({"names": names}))
+        got = Template("{% load ackboard_rows %}{% code_list names %}").render(
+            Context({"names": names})
+        )
+        assert got == expected
+        assert got.count("<code>") == count

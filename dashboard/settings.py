@@ -464,8 +464,15 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"library_outage": {"()": "dashboard.log_filters.LibraryOutage"}},
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
-    # axes announces itself at INFO in every process, before any command's own output (a
-    # configuration error's one line on stderr would be its second).
-    "loggers": {"axes.apps": {"level": "WARNING"}},
+    "loggers": {
+        # axes announces itself at INFO in every process, before any command's own output
+        # (a configuration error's one line on stderr would be its second).
+        "axes.apps": {"level": "WARNING"},
+        # channels-redis logs a traceback a second while Redis is down: one line instead
+        # (a logger's filters see only its own records, so each module's logger).
+        "channels_redis.pubsub": {"filters": ["library_outage"]},
+        "channels_redis.core": {"filters": ["library_outage"]},
+    },
 }

@@ -9,8 +9,8 @@ class DashboardConfig(AppConfig):
     def ready(self) -> None:
         # The rates history's model lives in its own package (dashboard.rates.models).
         from dashboard.rates import models as _rates_models  # noqa: F401
-        from dashboard.redrive import models as _redrive_models  # noqa: F401
         from dashboard.rates import sampler
+        from dashboard.redrive import models as _redrive_models  # noqa: F401
 
         # The sampler thread starts with this process's first request (a web process),
         # never in manage.py commands, like the stream index's refresher.

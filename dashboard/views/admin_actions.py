@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
+from django.db.models import Field
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -581,9 +582,13 @@ def _last_reset_statement(vendor: str) -> tuple[str, tuple[tuple[Any, list[Any]]
     del vendor  # the cache key: the statement and converters are the backend's
     meta = AuditEvent._meta
     q = connection.ops.quote_name
-    cols = [meta.get_field(name) for name in _RESET_COLUMNS]
+    cols: list[Field[Any, Any]] = []
+    for name in _RESET_COLUMNS:
+        field = meta.get_field(name)
+        assert isinstance(field, Field), name  # concrete columns, never a relation
+        cols.append(field)
     sql = (
-        f"SELECT {', '.join(q(f.column) for f in cols)} FROM {q(meta.db_table)}"
+        f"SELECT {', '.join(q(str(f.column)) for f in cols)} FROM {q(meta.db_table)}"
         f" WHERE {q('action')} = %s AND {q('stream')} = %s AND {q('group')} = %s"
         f" AND {q('result')} = %s ORDER BY {q('id')} DESC LIMIT 1"
     )

@@ -181,7 +181,8 @@ def _pending_now(
     scanned = 0
     for stream, group in groups[:PENDING_GROUPS]:
         start: str | None = None
-        while scanned < scan:
+        more = True
+        while more and scanned < scan:
             page = selectors.pending_page(
                 client=client,
                 stream=stream,
@@ -191,16 +192,14 @@ def _pending_now(
                 with_entries=False,
             )
             if page is None or not page.rows:
+                more = False
                 break
             ids = [row.id for row in page.rows]
             scanned += len(ids)
             counts.update(last_fingerprints(stream=stream, group=group, entry_ids=ids).values())
             start = page.next_start
-            if start is None:
-                break
-        else:
-            capped = True
-        if scanned >= scan:
+            more = start is not None
+        if more:  # this group's list (and any group after it) was not read to its end
             capped = True
             break
     return counts, capped, scanned

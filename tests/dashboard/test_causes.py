@@ -98,6 +98,10 @@ class CausesQueryTests:
         page = causes(filters=FailureFilter(stream=stream), client=r, pending_scan=5)
         assert page.pending_capped and page.pending_scanned == 5
         assert sum(c.pending_now for c in page.causes) <= 5
+        # Exactly the 9 pending entries: all read, not capped.
+        exact = causes(filters=FailureFilter(stream=stream), client=r, pending_scan=9)
+        assert not exact.pending_capped and exact.pending_scanned == 9
+        assert sum(c.pending_now for c in exact.causes) == 9
 
     def test_cause_and_group_row_caps_are_said(self, r: redis.Redis, stream: str) -> None:
         three_causes(r, stream)

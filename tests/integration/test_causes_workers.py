@@ -67,6 +67,8 @@ def fleet(
             proc.wait()
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
+        # Shown by pytest only when the test failed: what the workers said.
+        print((tmp_path / "fleet.err").read_text(errors="replace")[-4000:])
 
 
 def test_three_causes_then_a_scoped_retry_of_the_fixed_one(

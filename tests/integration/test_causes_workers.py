@@ -84,6 +84,7 @@ def test_three_causes_then_a_scoped_retry_of_the_fixed_one(
     settings.ACKBOARD_STREAMS = (prefix + "*",)
     settings.ACKBOARD_RETRY_IDLE_MS = 30_000  # the workers' min idle: retried is due
     settings.ACKBOARD_BULK_CAP = 1000
+    settings.ACKBOARD_FAILURE_SEARCH_MS = 30_000  # a loaded machine's stall is not "too broad"
     _, fixed, log = fleet
     pipe = r.pipeline(transaction=False)
     for n in range(300):

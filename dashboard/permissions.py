@@ -43,6 +43,11 @@ ACTION_PERMISSIONS: Mapping[str, str] = {
 }
 
 
+#: Actions with a permission above that are not rows of the action table
+#: (``dashboard.views.actions.ACTIONS``): a redrive is a background job with its own
+#: states and controls (``dashboard.redrive.service``), checked against the same map.
+JOB_ACTIONS: frozenset[str] = frozenset({"redrive"})
+
 #: Edit & replay a dead letter (issue 14): apart from Replay, and held by no role by
 #: default (an edited entry runs code paths its producer never sent). Grant it per user
 #: in the admin site (README, "Edit & replay"); ``dashboard.views.edit_replay`` checks it.

@@ -213,7 +213,8 @@ class JsonErrorTests:
             ("acknowledge", "refused", "api")
         ]
 
-    @pytest.mark.django_db(transaction=True)  # the renames must not poison a test transaction
+    # the renames must not poison a test transaction
+    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
     def test_database_down_is_503_json(self, remote_world: World, olga: Any) -> None:
         headers = bearer(olga)
         body = {"stream": remote_world.stream, "group": "g", "id": remote_world.entry_id}

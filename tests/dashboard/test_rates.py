@@ -545,7 +545,8 @@ class SamplerTests:
         a.stop()
         b.stop()
 
-    @pytest.mark.django_db(transaction=True)  # the thread writes on its own connection
+    # the thread writes on its own connection
+    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
     def test_web_thread_starts_with_a_request_and_samples(
         self, rates_settings: Any, r: redis.Redis, stream: str, client: Client
     ) -> None:

@@ -534,6 +534,9 @@ def _valid_forms(w: World) -> dict[str, dict[str, str]]:
         "dlq-action": {},
         "reset-preview": {"position": "start"},
         "trim-preview": {"minid": "1-0"},
+        "group-action": {"reason": "r"},  # pause
+        "consumer-action": {"mode": "reclaim"},  # retire
+        "stream-action": {"minid": "1-0", "confirm": "1"},  # trim
     }
 
 
@@ -573,7 +576,9 @@ class RedisDownTests:
                     assert response["HX-Retarget"] == "#messages", name
         # Every action attempt that reached Redis left an "error" audit row.
         errors = AuditEvent.objects.filter(result="error")
-        assert {e.action for e in errors} == {"retry", "bulk-retry", "purge", "delete"}
+        assert {e.action for e in errors} == {
+            "retry", "bulk-retry", "purge", "delete", "pause", "retire", "trim",
+        }  # fmt: skip
 
     def test_every_route_answers_503_when_redis_hangs(
         self, django_user_model: Any, world: World, settings: Any

@@ -9,7 +9,7 @@ import redis
 
 from dashboard.live import logs
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 class OutageLogTests:

@@ -16,6 +16,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from tests.dashboard.action_helpers import MakeClient
 from tests.dashboard.remote_helpers import World, seed
 from tests.factories import make_user
+from tests.migration_data import migration_data_restore
 
 #: What an operator holds: reading and every action.
 ALL_ACTIONS = (
@@ -75,3 +76,10 @@ def olga(django_user_model: Any) -> Any:
 def rita(django_user_model: Any) -> Any:
     """A reader: view_queues only."""
     return make_user(django_user_model, "rita", "view_queues")
+
+
+@pytest.fixture
+def migration_data(db: None) -> None:
+    """The role groups the migrations ship, run again if another file's flush took them
+    (tests/migration_data.py)."""
+    migration_data_restore()

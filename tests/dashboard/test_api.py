@@ -214,7 +214,7 @@ class JsonErrorTests:
         ]
 
     # the renames must not poison a test transaction
-    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+    @pytest.mark.django_db(transaction=True)
     def test_database_down_is_503_json(self, remote_world: World, olga: Any) -> None:
         headers = bearer(olga)
         body = {"stream": remote_world.stream, "group": "g", "id": remote_world.entry_id}

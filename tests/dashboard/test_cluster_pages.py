@@ -190,7 +190,7 @@ def _wait_for(condition: Any, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("on_cluster")
 class IngestorTests:
     def test_ingests_failure_streams_of_every_primary(self, rc: Client, streams: list[str]) -> None:

@@ -72,6 +72,7 @@ def new_entry(r: redis.Redis, stream: str, new_id: str) -> dict[bytes, bytes]:
     return dict(fields)
 
 
+@pytest.mark.usefixtures("migration_data")
 class PermissionTests:
     def test_granted_to_no_role(self) -> None:
         perm = Permission.objects.get(codename="edit_replay_dead_letter")

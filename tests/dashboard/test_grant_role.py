@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from dashboard.management.commands.grant_role import ROLES
 from dashboard.permissions import ACTION_PERMISSIONS, VIEW_QUEUES
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("migration_data")]
 
 
 def _grant(*args: str) -> str:

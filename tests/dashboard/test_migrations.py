@@ -26,7 +26,7 @@ def latest() -> list[tuple[str, str]]:
     return leaves
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 class IndexedFailureRenameTests:
     def test_rows_indexes_and_uniqueness_survive(self) -> None:
         when = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -160,7 +160,7 @@ class HandshakeTests:
     # Channels' consumer closes stale database connections on each message
     # (close_old_connections): after earlier tests left one open in its thread, that
     # touches the database, so this test may too.
-    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+    @pytest.mark.django_db(transaction=True)
     async def test_validator_passes_the_site_origin_and_refuses_others(self, site: Any) -> None:
         app = SiteOriginValidator(_Accepting.as_asgi())
         good = WebsocketCommunicator(
@@ -184,7 +184,7 @@ class HandshakeTests:
         await SiteOriginValidator(inner)({"type": "http", "headers": []}, None, None)
         assert seen == ["http"]
 
-    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+    @pytest.mark.django_db(transaction=True)
     async def test_application_refuses_other_port_and_scheme(self, site: Any) -> None:
         for origin in ("http://127.0.0.1:9999", "https://127.0.0.1", "https://127.0.0.1:8000"):
             ws = WebsocketCommunicator(
@@ -193,7 +193,7 @@ class HandshakeTests:
             connected, _ = await ws.connect()
             assert connected is False, origin
 
-    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+    @pytest.mark.django_db(transaction=True)
     async def test_application_lets_the_site_origin_reach_the_consumer(self, site: Any) -> None:
         ws = WebsocketCommunicator(
             application, live_path("overview"), headers=_scope("http://127.0.0.1:8000")["headers"]

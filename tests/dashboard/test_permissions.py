@@ -127,6 +127,7 @@ class CsrfTests:
         assert r.xlen(stream_keys(stream).dlq) == 1
 
 
+@pytest.mark.usefixtures("migration_data")
 class RoleGroupsTests:
     def test_read_only_and_operator_groups_ship_as_data(self) -> None:
         from django.contrib.auth.models import Group

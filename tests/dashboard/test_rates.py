@@ -546,7 +546,7 @@ class SamplerTests:
         b.stop()
 
     # the thread writes on its own connection
-    @pytest.mark.django_db(transaction=True, serialized_rollback=True)
+    @pytest.mark.django_db(transaction=True)
     def test_web_thread_starts_with_a_request_and_samples(
         self, rates_settings: Any, r: redis.Redis, stream: str, client: Client
     ) -> None:

@@ -204,7 +204,7 @@ class DiscoveryTests:
         assert len(failure_sources_discover(client=r, patterns=(prefix + "*",), cap=2)) == 2
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 class IngestLoopTests:
     def test_thread_ingests_until_stopped_and_recovers_from_db_errors(
         self, r: redis.Redis, stream: str, monkeypatch: pytest.MonkeyPatch

@@ -27,7 +27,7 @@ from tests.factories import add_entries, make_pending
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisUnavailable
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 TICK_S = 5.0
 

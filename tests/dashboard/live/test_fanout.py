@@ -40,7 +40,7 @@ from tests.dashboard.live.sockets import SITE_HEADERS, live_socket, receive_unti
 from tests.dashboard.test_channel_layer import _layer_config
 from tests.factories import add_entries, make_pending
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 VIEW = "dashboard.view_queues"
 

@@ -9,7 +9,7 @@ import redis
 
 from dashboard.live import logs
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class OutageLogTests:

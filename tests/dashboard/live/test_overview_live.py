@@ -15,7 +15,7 @@ from dashboard.routing import live_path
 from tests.dashboard.live.sockets import CookieFor, live_socket, receive_until
 from tests.factories import add_entries
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _names(html: str) -> list[str]:

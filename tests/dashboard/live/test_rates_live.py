@@ -25,7 +25,7 @@ from queue_core.events import event_publish
 from tests.dashboard.live.sockets import CookieFor, live_socket, receive_until
 from tests.factories import make_pending
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _samples(stream: str, group: str, at: float) -> None:

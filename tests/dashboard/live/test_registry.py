@@ -39,7 +39,7 @@ from tests.dashboard.live.sockets import (
 )
 from tests.factories import add_entries, make_pending
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class KindTests:

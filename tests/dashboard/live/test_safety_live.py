@@ -19,7 +19,7 @@ from tests.dashboard.live.sockets import (
 )
 from tests.factories import make_pending
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _paths(stream: str, entry_id: str) -> dict[str, str]:

@@ -32,7 +32,7 @@ from tests.dashboard.live.sockets import (
 from tests.dashboard.test_channel_layer import _layer_config
 from tests.factories import make_pending
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @dataclass

@@ -97,7 +97,7 @@ def test_three_causes_then_a_scoped_retry_of_the_fixed_one(
     assert failures_ingest(client=r) == 300
     assert IndexedFailure.objects.filter(stream=stream).count() == 300
 
-    user = make_user(django_user_model, "olga", "view_queues", "retry_entry")
+    user = make_user(django_user_model, "olga-causes", "view_queues", "retry_entry")
     client = Client()
     client.force_login(user)
     page = client.get("/failures/", {"view": "causes", "stream": stream}).content.decode()

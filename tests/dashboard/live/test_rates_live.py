@@ -8,6 +8,7 @@ broadcaster re-renders those pages and pushes the partial holding ``#chart-point
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from html.parser import HTMLParser
@@ -84,10 +85,21 @@ class RatesTickTests:
         assert _point(first) is None  # no samples yet
         at = float(int(time.time()))
         await sync_to_async(_samples)(stream, group, at)
+
         # Nothing changed in Redis: only the sampler's event can bring the point (the
         # forced refresh of every page is 15 s away).
-        event_publish(client=r, type=RATES_EVENT, stream="", at=at)
-        pushed = await receive_until(ws, lambda m: _newest(m) == int(at), timeout=5)
+        # The same event again each second until the push: the broadcaster's subscription
+        # may still be starting on a busy machine, and pub/sub keeps nothing for later.
+        async def announce() -> None:
+            while True:
+                event_publish(client=r, type=RATES_EVENT, stream="", at=at)
+                await asyncio.sleep(1)
+
+        announcing = asyncio.create_task(announce())
+        try:
+            pushed = await receive_until(ws, lambda m: _newest(m) == int(at), timeout=10)
+        finally:
+            announcing.cancel()
         point = _point(pushed)
         assert point is not None
         assert point["produce_per_s"] == pytest.approx(5.0)

@@ -198,8 +198,6 @@ class WorkerRow:
     live: bool
     #: It confirms the pause in force (False when not paused).
     confirmed: bool
-    seen_text: str
-    started_text: str
 
 
 @dataclass(frozen=True)
@@ -259,8 +257,6 @@ def fleet_view(
             beat=beat,
             live=beat.live(now_ms),
             confirmed=state.pause is not None and beat.confirms(state.pause),
-            seen_text=utc_text(beat.seen_ms),
-            started_text=utc_text(beat.started_ms),
         )
         for beat in state.workers
     )

@@ -88,11 +88,14 @@ class RatesTickTests:
 
         # Nothing changed in Redis: only the sampler's event can bring the point (the
         # forced refresh of every page is 15 s away).
-        # The same event again each second until the push: the broadcaster's subscription
-        # may still be starting on a busy machine, and pub/sub keeps nothing for later.
+        # A tick's event each second until the push (each a new tick time, as the sampler's
+        # are: the broadcaster ignores a repeated one): its subscription may still be
+        # starting on a busy machine, and pub/sub keeps nothing for later.
         async def announce() -> None:
+            tick = 0
             while True:
-                event_publish(client=r, type=RATES_EVENT, stream="", at=at)
+                event_publish(client=r, type=RATES_EVENT, stream="", at=at + tick / 1000)
+                tick += 1
                 await asyncio.sleep(1)
 
         announcing = asyncio.create_task(announce())

@@ -19,6 +19,7 @@ import redis
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from dashboard.live import broadcaster as broadcaster_module
 from dashboard.live import logs, registry
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.live.registry import Surface
@@ -127,12 +128,20 @@ class LivePushTests:
         await ws.disconnect()
 
     async def test_one_render_serves_every_socket(
-        self, broadcaster: Broadcaster, headers_for: CookieFor, r: redis.Redis, stream: str
+        self,
+        broadcaster: Broadcaster,
+        headers_for: CookieFor,
+        r: redis.Redis,
+        stream: str,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        # No forced refresh of every open page during the test (a loaded machine can
+        # cross its boundary); what is counted is the renders of one change.
+        monkeypatch.setattr(broadcaster_module, "REFRESH_S", 3600.0)
         add_entries(r, stream, 1)
         path = live_path("stream", stream=stream)
         headers = await headers_for("view_queues")
-        sockets = [live_socket(path, headers) for _ in range(5)]
+        sockets = [live_socket(path, headers) for _ in range(8)]
         for ws in sockets:
             assert (await ws.connect())[0]
         for ws in sockets:
@@ -141,7 +150,9 @@ class LivePushTests:
         (new_id,) = add_entries(r, stream, 1)
         pushed = {await receive_until(ws, lambda m: new_id in m) for ws in sockets}
         assert len(pushed) == 1, "every socket gets the same rendering"
-        assert broadcaster.counters.renders - renders == 1
+        # One render for the change, and at most one more from a cycle that was already
+        # under way when the entry landed; a render per socket would be 8.
+        assert 1 <= broadcaster.counters.renders - renders <= 2
         for ws in sockets:
             await ws.disconnect()
 

@@ -1,0 +1,109 @@
+"""``{% fragment %}``: a page region rendered once and reused, forms and all.
+
+Django's ``{% cache %}`` can't hold a region with a form: the CSRF token it would store is
+the first visitor's, and each response must carry the current user's token, masked
+afresh (Django's BREACH mitigation, which the compressed pages rely on). This tag renders
+its body with a per-process placeholder in place of the token and stores that; every
+response gets the placeholder replaced with the request's own masked token. The
+placeholder is random per process, so no payload can contain it.
+
+    {% fragment "row-action-forms" stream group %}…{% endfragment %}
+
+The rendering is keyed by the name, the values listed after it (resolved in the page's
+context; use values whose ``repr`` is their content: strings, numbers, dataclasses), and
+implicitly by what every region may show of the request: its full path (the forms' "next"
+field) and the user's name and permissions. **Anything else the body shows must be listed**,
+or a stale rendering would be served for it. Settings are read at render time, so a
+changed setting (tests: ``override_settings``) empties the cache (``setting_changed``).
+
+Without a logged-in request and its CSRF token in the context (a live push's rendering,
+for a stand-in user), the body renders as usual, and nothing is stored. Renderings live
+in the "template_fragments" cache (per process, ``settings.CACHES``), like the pending
+table's ``{% cache %}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from django import template
+from django.core.cache import caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.template.base import FilterExpression, Parser, Token
+
+register = template.Library()
+
+CACHE_ALIAS = "template_fragments"
+#: How long a rendering is kept (s); entries are small and keyed by content anyway.
+TIMEOUT_S = 300
+#: Replaced by the request's masked token in every response; random per process.
+_TOKEN_PLACEHOLDER = "ackboard-csrf-" + secrets.token_hex(16)
+_VERSION = "fragment-1"
+
+
+def _user_key(context: template.Context) -> tuple[Any, ...] | None:
+    """What the region may show of the request, or None when it must not be stored: no
+    logged-in user, or a rendering with no CSRF token (a live push's, for a stand-in user,
+    renders its forms without one)."""
+    request = getattr(context, "request", None) or context.get("request")
+    user: Any = getattr(request, "user", None)
+    if (
+        request is None
+        or not getattr(user, "is_authenticated", False)
+        or not hasattr(user, "get_all_permissions")
+        or context.get("csrf_token") is None
+    ):
+        return None
+    perms = tuple(sorted(user.get_all_permissions()))
+    return (request.get_full_path(), user.get_username(), perms)
+
+
+class FragmentNode(template.Node):
+    def __init__(
+        self, nodelist: template.NodeList, name: str, vary: list[FilterExpression]
+    ) -> None:
+        self.nodelist = nodelist
+        self.name = name
+        self.vary = vary
+
+    def render(self, context: template.Context) -> str:
+        user_key = _user_key(context)
+        if user_key is None:
+            return self.nodelist.render(context)
+        values = tuple(expr.resolve(context) for expr in self.vary)
+        digest = hashlib.blake2b(
+            repr((_VERSION, self.name, user_key, values)).encode(), digest_size=20
+        ).hexdigest()
+        key = f"ackboard.fragment.{self.name}.{digest}"
+        cache = caches[CACHE_ALIAS]
+        stored: str | None = cache.get(key)
+        if stored is None:
+            with context.push(csrf_token=_TOKEN_PLACEHOLDER):
+                stored = self.nodelist.render(context)
+            cache.set(key, stored, TIMEOUT_S)
+        if _TOKEN_PLACEHOLDER not in stored:
+            return stored
+        # The request's own token (the csrf context processor's lazy get_token), masked
+        # afresh for this response, as {% csrf_token %} would have written it.
+        return stored.replace(_TOKEN_PLACEHOLDER, str(context.get("csrf_token", "")))
+
+
+@register.tag("fragment")
+def fragment(parser: Parser, token: Token) -> FragmentNode:
+    """``{% fragment "name" value… %}…{% endfragment %}``: see the module's docstring."""
+    bits = token.split_contents()
+    if len(bits) < 2 or bits[1][0] not in "'\"" or bits[1][0] != bits[1][-1]:
+        raise template.TemplateSyntaxError("fragment takes a quoted name, then the values")
+    nodelist = parser.parse(("endfragment",))
+    parser.delete_first_token()
+    return FragmentNode(nodelist, bits[1][1:-1], [parser.compile_filter(b) for b in bits[2:]])
+
+
+@receiver(setting_changed)
+def _settings_changed(**kwargs: Any) -> None:
+    """Renderings read settings (explanations, defaults): a changed one empties them, the
+    pending table's {% cache %} renderings included."""
+    caches[CACHE_ALIAS].clear()

@@ -71,11 +71,13 @@ _MISSING = (
 )
 #: Retry submits the page's shared #row-retry form to this row's action URL, with the
 #: consumer shown as its value (htmx and plain HTML both honour formaction, name, value).
+#: What it does is said once above the table (``retry_notes``), which the button names
+#: as its description: the words are not repeated in each of 50 rows.
 _RETRY = (
     '<button class="btn small" form="row-retry" formaction="{url}retry/" '
-    'name="seen_consumer" value="{consumer}" title="{title}">Retry</button>'
+    'name="seen_consumer" value="{consumer}" aria-describedby="{explain}">Retry</button>'
 )
-_DUE = ' <span class="explain" title="{title}">already due</span>'
+_DUE = ' <span class="explain">already due</span>'
 #: Without JavaScript these submit the empty GET form #row-open to the entry's page;
 #: row_actions.js opens the shared dialog named by data-row-dialog instead.
 _OPENERS = (
@@ -87,6 +89,11 @@ _OPENER = (
     '\n    <button class="{css}" form="row-open" formaction="{{entry_url}}" '
     'data-row-dialog="{action}">{label}</button>'
 )
+#: The Retry explanations the rows' buttons point at (aria-describedby), once a table.
+_RETRY_NOTES = (
+    '<p class="explain small retry-notes"><span id="retry-explain">{fresh}</span>{due}</p>'
+)
+_RETRY_DUE_NOTE = ' <span id="retry-due-explain">Rows marked "already due": {due}</span>'
 
 
 def escape(value: object) -> str:
@@ -104,7 +111,7 @@ def _truncated(value: str, length: int) -> str:
 
 
 #: Bumped when the pending table's markup changes in a way its inputs do not show.
-_TABLE_VERSION = "pending-table-2"
+_TABLE_VERSION = "pending-table-3"
 _ROW_PERMISSIONS = ("dashboard.retry_entry", *(perm for perm, *_ in _OPENERS))
 
 
@@ -167,8 +174,6 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
     )
     if can_retry:
         due_ms = retry_idle_ms()
-        fresh_title = escape(action_explain("retry", group=group))
-        due_title = escape(action_explain("retry-due", group=group))
     entry_prefix, action_prefix = escape(urls.entry), escape(urls.action)
     out = []
     for row in rows:
@@ -178,10 +183,10 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
         actions = ""
         if can_retry:
             due = row.idle_ms >= due_ms
-            title = due_title if due else fresh_title
+            explain = "retry-due-explain" if due else "retry-explain"
             actions = _RETRY.format(
-                url=f"{action_prefix}{row_id}/", consumer=consumer, title=title
-            ) + (_DUE.format(title=title) if due else "")
+                url=f"{action_prefix}{row_id}/", consumer=consumer, explain=explain
+            ) + (_DUE if due else "")
         if openers:
             actions += openers.format(entry_url=entry_url)
         preview = escape(row.preview)
@@ -203,6 +208,25 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - every value above was escaped
+
+
+@register.simple_tag(takes_context=True)
+def retry_notes(context: template.Context, rows: Any, group: str) -> SafeString:
+    """What Retry does, once above the pending table (each row's Retry button names it as
+    its description), and, when a row on the page is already due, what that means. Empty
+    for a user who may not retry."""
+    perms = context.get("perms")
+    if perms is None or "dashboard.retry_entry" not in perms:
+        return mark_safe("")
+    due_ms = retry_idle_ms()
+    any_due = any(row.idle_ms >= due_ms for row in rows)
+    due = (
+        _RETRY_DUE_NOTE.format(due=escape(action_explain("retry-due", group=group)))
+        if any_due
+        else ""
+    )
+    fresh = escape(action_explain("retry", group=group))
+    return mark_safe(_RETRY_NOTES.format(fresh=fresh, due=due))  # noqa: S308 - escaped
 
 
 #: One consumer row: pending count linked to the pending table filtered by the consumer

@@ -84,6 +84,29 @@ class ExplainOnPageTests:
         assert "already due" in actions[f"pending-{stale}"]
         assert "already due" not in actions[f"pending-{fresh}"]
 
+    def test_the_group_page_says_what_retry_does_once_and_each_button_points_there(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        fresh, stale = make_pending(r, stream, "g", "c1", 2)
+        client = make_client()
+        page = _group_page(client, stream)
+        assert action_explain("retry", group="g") == element_text(page, "retry-explain")
+        assert 'id="retry-due-explain"' not in page, "no row is due: nothing to say"
+        assert page.count("Retry makes it due") == 1, "said once, not in each row"
+        _idle(r, stream, stale, 120_000)
+        page = _group_page(client, stream)
+        due_note = element_text(page, "retry-due-explain")
+        assert action_explain("retry-due", group="g") in due_note
+        described = dict(
+            re.findall(
+                r'formaction="[^"]*/entries/([^/"]+)/retry/"[^>]*aria-describedby="([^"]+)"', page
+            )
+        )
+        assert described == {fresh: "retry-explain", stale: "retry-due-explain"}
+        # Without the permission: neither the buttons nor the words.
+        viewer = _group_page(make_client("vera", "view_queues"), stream)
+        assert 'id="retry-explain"' not in viewer and "aria-describedby" not in viewer
+
     def test_the_entry_page_says_what_retry_does_next_to_the_button(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:

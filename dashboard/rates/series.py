@@ -17,6 +17,7 @@ tier used, plus one for the audit markers); it never touches Redis and never wri
   is too little data (fewer than ``MIN_SAMPLES`` samples, spanning less than half the
   window, or none in the last three ticks), or no counters (``reason`` says which).
 - ``latest_point(stream, group)``: the newest point (for live appends).
+- ``point_and_estimate(stream, group)``: both of the last two from one read (the group page).
 
 Costs: a 7-day series is one query of ~1,000 tier-2 rows plus the tail (at most ~60
 tier-1 rows and ~6 tier-0 rows); the estimate reads at most window / interval rows.
@@ -225,6 +226,9 @@ class _Statements:
     before: str  # the newest row at or before a time
     newest: str  # the two newest rows
     window: str  # [since, until] of (at, entries_added, entries_read, lag), oldest first
+    #: Every row at or after a time (since, however new) and the two newest before it,
+    #: oldest first: both ``newest`` and ``window`` (since .. now) in one read.
+    recent: str  # parameters: the key and since, twice
 
 
 def _sql(db: BaseDatabaseWrapper) -> _Statements:
@@ -243,6 +247,11 @@ def _sql(db: BaseDatabaseWrapper) -> _Statements:
             window=(
                 f"SELECT {', '.join(q(f) for f in _FIELDS[:4])} {where} "
                 f"AND {at} >= %s AND {at} <= %s ORDER BY {at}"
+            ),
+            recent=(
+                f"SELECT {columns} {where} AND {at} >= %s UNION ALL "
+                f"SELECT {columns} FROM (SELECT {columns} {where} AND {at} < %s "
+                f"ORDER BY {at} DESC LIMIT 2) older ORDER BY {at}"
             ),
         )
         _SQL[db.vendor] = cached
@@ -534,6 +543,23 @@ def latest_point(stream: str, group: str) -> Point | None:
     if not rows:
         return None
     return _points([rows[0]], rows[1] if len(rows) > 1 else None)[0]
+
+
+def point_and_estimate(
+    stream: str, group: str, *, window_s: int = 300, now: float | None = None
+) -> tuple[Point | None, Estimate]:
+    """``latest_point`` and ``drain_estimate`` together from ONE read: the tier-0 rows
+    from ``now - window_s`` on (however new) plus the two newest before that, so the
+    point is right when the newest sample is older than the window too. The same
+    answers as the two calls (the estimate sees only the rows within the window)."""
+    now = time.time() if now is None else now
+    since = now - window_s
+    rows = _fetch(_sql(_db()).recent, (0, stream, group, since, 0, stream, group, since))
+    point = _points([rows[-1]], rows[-2] if len(rows) > 1 else None)[0] if rows else None
+    estimate = estimate_from(
+        rows, window_s=window_s, now=now, interval_s=float(settings.ACKBOARD_SAMPLER_INTERVAL_S)
+    )
+    return point, estimate
 
 
 # --- the drain estimate ---------------------------------------------------------------

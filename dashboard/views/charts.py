@@ -48,9 +48,9 @@ from dashboard.rates.series import (
     Estimate,
     Point,
     chart_columns,
-    drain_estimate,
     estimate_from,
     latest_point,
+    point_and_estimate,
 )
 from queue_core.keys import stream_visible
 from queue_core.types import StreamSummary
@@ -159,14 +159,15 @@ def _chart_url(stream: str, group: str) -> str:
 
 
 def group_rates_context(*, stream: str, group: str) -> dict[str, Any]:
-    """The group page's rates (and its live push's): two small SQL reads, no Redis."""
+    """The group page's rates (and its live push's): one small SQL read, no Redis."""
+    point, estimate = point_and_estimate(stream, group, window_s=WINDOW_S)
     return {
         "rates": RatesView(
             chart_url=_chart_url(stream, group),
             ranges=tuple(RANGES),
             default_range=DEFAULT_RANGE,
-            point=point_attr(latest_point(stream, group)),
-            estimate=drain_estimate(stream, group),
+            point=point_attr(point),
+            estimate=estimate,
         )
     }
 

@@ -39,6 +39,7 @@ from dashboard.rates.series import (
     drain_estimate,
     estimate_from,
     latest_point,
+    point_and_estimate,
     series,
     series_columns,
     tier_for,
@@ -344,6 +345,84 @@ class DrainEstimateTests:
         assert point is not None and point.t == int(NOW)
         assert point.produce_per_s == pytest.approx(10.0)
         assert point.consume_per_s == pytest.approx(48.0, abs=0.2)
+
+
+class PointAndEstimateTests:
+    """``point_and_estimate``: the group page's one read gives what ``latest_point`` and
+    ``drain_estimate`` give, whatever the rows' times are relative to the window."""
+
+    def _store_ticks(self, times: list[float], **values: Any) -> None:
+        _store(
+            [
+                _row(
+                    t,
+                    entries_added=10_000 + 10 * i * 10,
+                    entries_read=5_000 + 48 * i * 10,
+                    lag=max(0, 12_400 - 38 * i * 10),
+                    oldest_pending_age_s=float(i),
+                    oldest_undelivered_age_s=float(2 * i),
+                    failures=i % 3,
+                    **values,
+                )
+                for i, t in enumerate(times)
+            ]
+        )
+
+    def _same(self, now: float) -> tuple[Any, Estimate]:
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            point, est = point_and_estimate("s", "g", now=now)
+        assert len(queries.captured_queries) == 1
+        assert point == latest_point("s", "g")
+        assert est == drain_estimate("s", "g", now=now)
+        return point, est
+
+    @pytest.mark.parametrize(
+        "times",
+        [
+            [NOW - 300 + 10 * i for i in range(31)],  # a running sampler: the window's edges
+            [NOW - 3000 + 10 * i for i in range(20)],  # the newest far older than the window
+            [NOW - 3000, NOW - 2000, NOW - 100],  # one row in the window, two before it
+            [NOW - 3000, NOW - 250, NOW - 120, NOW],  # three rows in the window, one before
+            [NOW - 100, NOW - 50, NOW],  # spans less than half the window
+            [NOW - 300 + 10 * i for i in range(31)] + [NOW + 5, NOW + 15],  # newer than now
+            [NOW - 301, NOW - 300.0],  # at the window's start exactly
+            [NOW + 20],  # only a row newer than now
+        ],
+    )
+    def test_same_as_the_two_reads(self, rates_settings: Any, times: list[float]) -> None:
+        self._store_ticks(times)
+        # Rows of other series never count: another group, the stream's own, another tier.
+        self._store_ticks([NOW + 100, NOW - 5], group="other")
+        self._store_ticks([NOW + 100, NOW - 5], group="")
+        self._store_ticks([NOW + 100, NOW - 5], tier=1)
+        point, est = self._same(NOW)
+        newest = max(times)
+        assert point is not None and point.t == int(newest)
+        in_window = [t for t in times if NOW - 300 <= t <= NOW]
+        if len(in_window) >= 3 and max(in_window) - min(in_window) >= 150:
+            assert est.kind != "unknown"
+        else:
+            assert est.kind == "unknown" and est.reason == "too little data"
+
+    def test_no_rows(self, rates_settings: Any) -> None:
+        point, est = self._same(NOW)
+        assert point is None and est.reason == "too little data"
+
+    def test_the_group_page_reads_the_rates_once(
+        self, rates_settings: Any, django_assert_num_queries: Any
+    ) -> None:
+        from dashboard.views.charts import group_rates_context, point_attr
+
+        now = time.time()
+        self._store_ticks([now - 290 + 10 * i for i in range(30)])
+        with django_assert_num_queries(1):
+            rates = group_rates_context(stream="s", group="g")["rates"]
+        assert rates.estimate.kind == "drains"
+        assert rates.estimate == drain_estimate("s", "g", now=now)
+        assert rates.point == point_attr(latest_point("s", "g"))
 
 
 class ChartColumnsTests:

@@ -181,6 +181,106 @@ class PendingPageTests:
         assert selectors.pending_page(client=r, stream=stream, group="nope") is None
 
 
+class EntriesFetchTests:
+    """``entries_fetch``: the payloads of a page of pending rows, in one script run."""
+
+    def test_found_entries_by_id_with_their_exact_fields(self, r: redis.Redis, stream: str) -> None:
+        ids = add_entries(r, stream, 5)
+        wanted = [ids[3], ids[0], ids[4]]
+        found = selectors.entries_fetch(client=r, stream=stream, ids=wanted)
+        assert list(found) == wanted
+        for entry_id in wanted:
+            [(raw_id, fields)] = r.xrange(stream, min=entry_id, max=entry_id)
+            entry = found[entry_id]
+            assert entry.id == raw_id.decode() == entry_id
+            assert entry.fields == tuple(fields.items())
+
+    def test_deleted_trimmed_and_unknown_ids_are_absent(self, r: redis.Redis, stream: str) -> None:
+        ids = add_entries(r, stream, 6)
+        r.xdel(stream, ids[4])
+        r.xtrim(stream, minid=ids[2], approximate=False)  # ids[0] and ids[1] trimmed
+        asked = [*ids, "1-1", "99999999999999-0"]
+        found = selectors.entries_fetch(client=r, stream=stream, ids=asked)
+        assert list(found) == [ids[2], ids[3], ids[5]]
+
+    def test_binary_empty_and_huge_values_come_back_as_held(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        huge = bytes(range(256)) * 8192  # 2 MiB, every byte value
+        fields = {b"\xff\x00name": b"\x00\xfe\r\n", b"empty": b"", b"huge": huge}
+        entry_id = r.xadd(stream, fields).decode()
+        [other] = add_entries(r, stream, 1)
+        found = selectors.entries_fetch(client=r, stream=stream, ids=[entry_id, other])
+        assert found[entry_id].fields == tuple(fields.items())
+        assert found[other].fields == ((b"n", b"0"), (b"payload", b'{"n": 0}'))
+
+    def test_no_ids_no_round_trip(self, counting: CountingRedis, stream: str) -> None:
+        counting.round_trips = 0
+        assert selectors.entries_fetch(client=counting, stream=stream, ids=[]) == {}
+        assert counting.round_trips == 0
+
+    def test_duplicate_ids_give_one_entry(self, r: redis.Redis, stream: str) -> None:
+        a, b = add_entries(r, stream, 2)
+        found = selectors.entries_fetch(client=r, stream=stream, ids=[b, a, b, b, a])
+        assert list(found) == [b, a]
+        assert dict(found[a].fields)[b"n"] == b"0" and dict(found[b].fields)[b"n"] == b"1"
+
+    def test_missing_stream_other_key_type_and_bad_ids_are_absent_not_errors(
+        self, r: redis.Redis, stream: str, prefix: str
+    ) -> None:
+        [good] = add_entries(r, stream, 1)
+        r.set(prefix + "plain", "x")
+        for name in (stream + "-never", prefix + "plain"):
+            assert selectors.entries_fetch(client=r, stream=name, ids=[good]) == {}
+        found = selectors.entries_fetch(client=r, stream=stream, ids=["nonsense", good, "-"])
+        assert list(found) == [good]
+
+    def test_one_script_run_and_one_round_trip(
+        self, counting: CountingRedis, r: redis.Redis, stream: str
+    ) -> None:
+        ids = add_entries(r, stream, 50)
+        selectors.entries_fetch(client=counting, stream=stream, ids=ids[:1])  # loads the script
+        before = _calls(r, "evalsha"), _calls(r, "xrange"), _calls(r, "exec")
+        counting.round_trips = 0
+        found = selectors.entries_fetch(client=counting, stream=stream, ids=ids)
+        assert list(found) == ids
+        assert counting.round_trips == 1
+        after = _calls(r, "evalsha"), _calls(r, "xrange"), _calls(r, "exec")
+        # 50 XRANGEs run inside the one EVALSHA; none come from the client (or there
+        # would be 100: the pipelined fallback never ran).
+        assert (after[0] - before[0], after[1] - before[1], after[2] - before[2]) == (1, 50, 0)
+
+    def test_reads_without_scripts_when_scripting_is_denied(
+        self, r: redis.Redis, redis_url: str, stream: str, prefix: str
+    ) -> None:
+        ids = add_entries(r, stream, 3)
+        r.xdel(stream, ids[1])
+        user = prefix + "no-scripts"
+        r.acl_setuser(
+            user, enabled=True, passwords=["+pw"], keys=["*"], categories=["+@all", "-@scripting"]
+        )
+        viewer = redis.Redis.from_url(redis_url, username=user, password="pw")
+        try:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                viewer.eval("return 1", 0)
+            found = selectors.entries_fetch(client=viewer, stream=stream, ids=ids)
+            assert list(found) == [ids[0], ids[2]]
+            assert dict(found[ids[2]].fields)[b"n"] == b"2"
+        finally:
+            viewer.close()
+            r.acl_deluser(user)
+
+    def test_connection_errors_propagate(self, stream: str) -> None:
+        gone = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)
+        with pytest.raises(redis.ConnectionError):
+            selectors.entries_fetch(client=gone, stream=stream, ids=["1-1"])
+
+
+def _calls(r: redis.Redis, command: str) -> int:
+    stats: dict[str, Any] = r.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
 class EntryDetailTests:
     def test_state_in_each_group(self, r: redis.Redis, stream: str) -> None:
         ids = make_pending(r, stream, "pending", "c", 2)

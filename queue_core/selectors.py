@@ -37,7 +37,6 @@ from queue_core.keys import (
     stream_keys,
     stream_visible,
 )
-from queue_core.scripts.entries_fetch import ENTRIES_FETCH
 from queue_core.types import (
     ConsumerInfo,
     DeadLetterPage,
@@ -515,27 +514,12 @@ def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | No
 
 
 def entries_fetch(*, client: Client, stream: str, ids: Sequence[str]) -> dict[str, StreamEntry]:
-    """The entries with ``ids`` (one script run: ``XRANGE id id`` each inside Redis, one
-    round trip, O(log n) each).
+    """The entries with ``ids`` (one ``XRANGE id id`` each, one round trip, O(log n) each).
 
-    Ids that were trimmed or deleted are absent from the result, and so is an id whose
-    read fails (a malformed id, a key that is not a stream). Connection errors and
-    timeouts propagate. When the script itself is refused (an ACL that denies scripting,
-    a busy server), one more round trip reads them without it: a pipelined ``XRANGE``
-    per id.
+    Ids that were trimmed or deleted are absent from the result.
     """
     if not ids:
         return {}
-    unique = list(dict.fromkeys(ids))
-    try:
-        return ENTRIES_FETCH.call(stream=stream, ids=unique).run(client)
-    except redis.ResponseError:
-        return _entries_pipelined(client, stream, unique)
-
-
-def _entries_pipelined(client: Client, stream: str, ids: Sequence[str]) -> dict[str, StreamEntry]:
-    """``entries_fetch`` without a script: one pipelined ``XRANGE id id`` per id; an
-    error reply for an id leaves it out."""
     pipe = client.pipeline(transaction=False)
     for entry_id in ids:
         pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
@@ -612,7 +596,7 @@ def _pending_idle_scan(
 
 
 def _with_entries(client: Client, stream: str, rows: list[PendingRow]) -> list[PendingRow]:
-    """The rows with their payloads: one round trip (``entries_fetch``)."""
+    """The rows with their payloads: one pipelined round trip (``entries_fetch``)."""
     entries = entries_fetch(client=client, stream=stream, ids=[r.id for r in rows])
     return [
         PendingRow(
@@ -642,8 +626,8 @@ def pending_page(
     """One page of pending entries after ``start`` (exclusive), in id order.
 
     Without an idle filter: one ``XPENDING key group (start + count+1 [consumer]``,
-    O(log n + count) at any depth, plus one script run (``XRANGE id id`` per row, inside
-    Redis) for the payloads. With ``min_idle_ms``: windows of ``window`` rows are read
+    O(log n + count) at any depth, plus one pipelined round trip of ``XRANGE id id``
+    per row for the payloads. With ``min_idle_ms``: windows of ``window`` rows are read
     and filtered here, at most ``budget`` rows per request; when the budget runs out
     first the page says how far it looked (``scanned_to``) and where to continue.
     None when the stream or group does not exist.

@@ -7,9 +7,8 @@ parses its reply (``binding.py`` says how they run). Keys reach a script only th
 KEYS, which keeps every script cluster-safe, and the dead-letter metadata names only
 through ARGV (``queue_core.keys``).
 
-Services (``queue_core.services``, ``queue_core.bulk``, ``queue_core.admin``…) and the
-worker use these bindings. One script only reads: ``entries_fetch.lua``, with which
-``queue_core.selectors`` reads the payloads of a page of rows in one run.
+Services (``queue_core.services``, ``queue_core.bulk``) and the worker use these
+bindings; nothing else runs a script.
 """
 
 from queue_core.scripts.acknowledge import ACKNOWLEDGE

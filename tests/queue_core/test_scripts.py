@@ -10,9 +10,8 @@ import redis
 
 from queue_core.bulk import bulk_retry
 from queue_core.scripts import ACKNOWLEDGE, RETRY, Refusal, calls_pipelined
-from queue_core.selectors import entries_fetch
 from queue_core.types import Acknowledged, ActionRefused, Retried, TooManyFields
-from tests.factories import add_entries, make_pending
+from tests.factories import make_pending
 from tests.redis_server import RedisServer
 
 
@@ -66,18 +65,6 @@ class LuaScriptTests:
         own.script_flush()
         done = ACKNOWLEDGE.call(stream="s", group="g", entry_id=entry_id).run(own)
         assert isinstance(done, Acknowledged) and done.was_pending
-
-
-class EntriesFetchScriptTests:
-    def test_loads_the_script_again_after_a_flush(self, own: redis.Redis) -> None:
-        ids = add_entries(own, "s", 2)
-        assert list(entries_fetch(client=own, stream="s", ids=ids)) == ids
-        own.script_flush()
-        before = calls_of(own, "script|load"), calls_of(own, "xrange")
-        assert list(entries_fetch(client=own, stream="s", ids=ids)) == ids
-        after = calls_of(own, "script|load"), calls_of(own, "xrange")
-        # Loaded again and run by the script: the pipelined fallback would add 2 XRANGEs more.
-        assert (after[0] - before[0], after[1] - before[1]) == (1, 2)
 
 
 class RefusalTests:

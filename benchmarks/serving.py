@@ -9,7 +9,9 @@ times real requests on one keep-alive connection, as a browser sends them
 (``Accept-Encoding: gzip``):
 
 - ``group``: the group page over a 1,000,000-entry pending list, the first page and a
-  deep page (~90 % deep, through the pager's own cursor parameter);
+  deep page (~90 % deep, through the pager's own cursor parameter), and the first page
+  with the stream written (one entry added and delivered) before each request, so that
+  no rendering of an unchanged region can be reused: what a busy group's page costs;
 - ``overview``: the overview at 500 and at 10,000 streams (each one group, 5 entries,
   3 pending), the first page as a user opens it;
 - ``fanout``: the 1,000-socket fan-out, from ``benchmarks.fanout_scale`` when it exists;
@@ -247,8 +249,13 @@ def measure(
     repeat: int,
     warmup: int = 3,
     check: Callable[[Response], None] | None = None,
+    before: Callable[[], None] | None = None,
 ) -> Figure:
-    """Median of ``repeat`` GETs of ``path``, each just after a ``/healthz`` (its baseline)."""
+    """Median of ``repeat`` GETs of ``path``, each just after a ``/healthz`` (its baseline).
+
+    ``before`` runs (untimed) before each timed pair: a write that changes what the page
+    shows, so that nothing rendered for the previous request can be reused.
+    """
     for _ in range(warmup):
         browser.get("/healthz")
         last = browser.get(path)
@@ -259,6 +266,8 @@ def measure(
     pages: list[float] = []
     healths: list[float] = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         began = time.perf_counter()
         health = browser.get("/healthz")
         healths.append((time.perf_counter() - began) * 1000)
@@ -354,6 +363,17 @@ def deep_path(first: Response, base: str, deep_id: str) -> str:
 
 
 def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: int) -> None:
+    client = redis.Redis.from_url(redis_url)
+    added = 0
+
+    def write() -> None:
+        # One more pending entry at the head: the snapshot id, the counts and the pending
+        # list all change, so no stored rendering of the page can be served.
+        nonlocal added
+        added += 1
+        client.xadd(PEL_STREAM, {"order": f"bench-{added}"})
+        client.xreadgroup(PEL_GROUP, CONSUMERS[0], {PEL_STREAM: ">"}, count=1)
+
     with web_process(redis_url, server, PEL_STREAM) as web, logged_in(web) as browser:
         base = group_path(PEL_STREAM, PEL_GROUP)
         first = browser.get(base)
@@ -367,6 +387,16 @@ def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: i
         figures = [
             measure(browser, "group page, first page", base, repeat=repeat, check=shows_entries),
             measure(browser, "group page, 90% deep page", deep, repeat=repeat, check=shows_entries),
+            # Nothing reusable: the stream is written before each request (what a busy
+            # group's page costs; the two above reuse the renderings of unchanged regions).
+            measure(
+                browser,
+                "group page, written before each",
+                base,
+                repeat=repeat,
+                check=shows_entries,
+                before=write,
+            ),
         ]
         for figure in figures:
             figure.goal_ratio, figure.goal_ms = 3, 25

@@ -70,7 +70,11 @@ def outcomes(client: Client, job: RedriveJob) -> list[CanaryRow]:
     pipe.xinfo_groups(stream)
     for c in replays:
         pipe.xpending_range(stream, c["group"], min=c["new_id"], max=c["new_id"], count=1)
-    first_ms = min(int(c.get("at_ms") or _key(c["new_id"])[0]) for c in replays)
+    # From the first replay's own id: Redis stamped it before any worker could fail it, on
+    # the clock it stamps the dead letters with. (Not the runner's ``at_ms``, taken after
+    # the replay returned: a worker can dead-letter the entry in between, and that dead
+    # letter would fall before the window.)
+    first_ms = min(_key(c["new_id"])[0] for c in replays)
     pipe.xrange(stream_keys(stream).dlq, f"{first_ms}-0", "+", count=DLQ_LOOK)
     replies = pipe.execute(raise_on_error=False)
     groups = replies[0] if not isinstance(replies[0], Exception) else []

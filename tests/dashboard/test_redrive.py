@@ -366,6 +366,12 @@ class RunnerTests:
                                    reason="failed again")  # fmt: skip
         rows = canary.outcomes(r, job)
         assert [row.outcome for row in rows] == [canary.DEAD]
+        # The runner notes the replay's time after XADD returned; a worker may have
+        # dead-lettered it before that instant. The outcome must not depend on it.
+        late = [{**c, "at_ms": int(c["at_ms"]) + 60_000} for c in job.canary_replays]
+        job.canary_replays = late
+        assert [row.outcome for row in canary.outcomes(r, job)] == [canary.DEAD]
+        job.refresh_from_db()
         service.control(user=operator, job_id=job.pk, action="continue")
         assert run(r, job) == "done"
         assert len(replays(r, stream)) == 4  # the 4 originals, once each

@@ -5,11 +5,11 @@ workers' heartbeats) for the group page, its live updates and ``/metrics``, and 
 them into what those show:
 
 - ``fleet_context``: the group page's ``fleet`` (``FleetView``: the banner's sentence,
-  the not-pausable consumers, one ``WorkerRow`` per heartbeat, live or stale), from the
-  two keys and the page's own XINFO CONSUMERS (``control.fleet_state`` decides);
+  the not-pausable consumers, one ``WorkerRow`` per heartbeat, live, stale or stopped),
+  from the two keys and the page's own XINFO CONSUMERS (``control.fleet_state`` decides);
 - ``fleet_stamps``: what a live group page compares between two polls, so the Workers
-  section and the banner are pushed when a worker appears, goes stale, confirms a
-  pause or finishes jobs, and the pause changes; never because a live worker's
+  section and the banner are pushed when a worker appears, goes stale, stops, confirms
+  a pause or finishes jobs, and the pause changes; never because a live worker's
   ``seen_ms`` moved (every 2 s per worker), which is left out while it is live;
 - ``fleets_read``: many groups' keys at once, and ``FleetCollector``, for ``/metrics``
   (per-worker up, processed and failed; per-group paused).
@@ -134,20 +134,22 @@ def fleet_read(*, client: Client, stream: str, group: str, now_ms: int | None = 
 
 #: A heartbeat's ``seen_ms`` in its JSON, found without parsing it.
 _SEEN = re.compile(rb'"seen_ms"\s*:\s*(-?\d{1,20})')
+#: A heartbeat that says its worker stopped (``stopped_ms`` a number, not null).
+_STOPPED = re.compile(rb'"stopped_ms"\s*:\s*-?\d')
 
 
 def _beat_stamp(field: Any, raw: Any, now_ms: int) -> tuple[Any, ...]:
     """One heartbeat's part of a stamp, from its raw JSON: all of it but ``seen_ms``,
-    whether it is live, and ``seen_ms`` only once stale (then it no longer moves). No
-    JSON parsing: a regex finds ``seen_ms`` (about 1 µs a heartbeat, against about 30
-    µs to parse and check one), so an open group page costs little per poll whatever
-    its workers."""
+    whether it is live (never once it says its worker stopped), and ``seen_ms`` only
+    once it is not (then it no longer moves). No JSON parsing: regexes find ``seen_ms``
+    and ``stopped_ms`` (about 1 µs a heartbeat, against about 30 µs to parse and check
+    one), so an open group page costs little per poll whatever its workers."""
     data = raw if isinstance(raw, bytes) else str(raw).encode()
     match = _SEEN.search(data)
     if match is None:
         return (field, False, None, data)  # unreadable: the page skips it
     seen = int(match[1])
-    live = now_ms - seen <= control.HEARTBEAT_STALE_MS
+    live = now_ms - seen <= control.HEARTBEAT_STALE_MS and _STOPPED.search(data) is None
     rest = data[: match.start(1)] + data[match.end(1) :]
     return (field, live, None if live else seen, rest)
 
@@ -192,12 +194,18 @@ def _n(count: int, word: str, plural: str = "") -> str:
 
 @dataclass(frozen=True, slots=True)
 class WorkerRow:
-    """One heartbeat as the Workers section shows it."""
+    """One heartbeat as the Workers section shows it: live, or greyed out as stale (no
+    heartbeat for HEARTBEAT_STALE_MS) or stopped (its last heartbeat said so; the time
+    is ``beat.stopped_ms``)."""
 
     beat: Heartbeat
     live: bool
-    #: It confirms the pause in force (False when not paused).
+    #: It confirms the pause in force (False when not paused, or once it stopped).
     confirmed: bool
+
+    @property
+    def stopped(self) -> bool:
+        return self.beat.stopped
 
 
 @dataclass(frozen=True)
@@ -214,7 +222,8 @@ class FleetView:
     #: The paused-since line: "since 2026-12-01 22:00:00 UTC", or "".
     since: str
     #: Consumers of the group Retire may hand entries to: those with a live heartbeat,
-    #: then the others seen within the stuck threshold (never Ackboard's own names).
+    #: then the others seen within the stuck threshold (never Ackboard's own names, nor a
+    #: worker whose heartbeat says it stopped).
     targets: tuple[str, ...] = ()
     #: Why the fleet cannot be read or controlled here ("": it can).
     problem: str = ""
@@ -256,7 +265,7 @@ def fleet_view(
         WorkerRow(
             beat=beat,
             live=beat.live(now_ms),
-            confirmed=state.pause is not None and beat.confirms(state.pause),
+            confirmed=state.pause is not None and not beat.stopped and beat.confirms(state.pause),
         )
         for beat in state.workers
     )
@@ -269,7 +278,8 @@ def fleet_view(
         if pause.at_ms:
             since = f"since {utc_text(pause.at_ms)}"
     beating = {beat.consumer for beat in state.live}
-    usable = [c for c in consumers if c.name not in RESERVED]
+    stopped = {beat.consumer for beat in state.workers if beat.stopped}
+    usable = [c for c in consumers if c.name not in RESERVED and c.name not in stopped]
     targets = tuple(
         [c.name for c in usable if c.name in beating]
         + [c.name for c in usable if c.name not in beating and c.idle_ms <= seen_within_ms]
@@ -320,9 +330,10 @@ class FleetCollector(Collector):
     """Per-worker and per-group fleet figures for ``/metrics`` (a prometheus-client
     collector over what ``fleets_read`` returned):
 
-    - ``ackboard_worker_up`` (1 live, 0 stale), ``ackboard_worker_processed_total`` and
-      ``ackboard_worker_failed_total`` (counters since the worker started: they reset
-      when it restarts, which ``rate()`` handles), labels stream, group, consumer;
+    - ``ackboard_worker_up`` (1 live, 0 stale or stopped),
+      ``ackboard_worker_processed_total`` and ``ackboard_worker_failed_total`` (counters
+      since the worker started: they reset when it restarts, which ``rate()`` handles),
+      labels stream, group, consumer;
     - ``ackboard_group_paused`` (1 paused, 0 not) and
       ``ackboard_group_pause_confirmed_workers``, labels stream, group;
     - ``ackboard_fleet_groups_unread``: groups left out because there were more than the
@@ -339,7 +350,8 @@ class FleetCollector(Collector):
         g_labels = ["stream", "group"]
         up = GaugeMetricFamily(
             "ackboard_worker_up",
-            "1 while the Ackboard worker's heartbeat is live (seen in the last 10 s), else 0",
+            "1 while the Ackboard worker's heartbeat is live (seen in the last 10 s, and it "
+            "has not said it stopped), else 0",
             labels=w_labels,
         )
         processed = CounterMetricFamily(

@@ -21,8 +21,10 @@ out and the lag is reported unknown (None).
 
 Heartbeats are the workers' (``stream_keys(S).workers(group)``, written by
 ``queue_core.control``'s worker side): live while ``now_ms - seen_ms <=
-HEARTBEAT_STALE_MS``. ``now_ms`` is always the caller's clock, passed to the scripts, so
-a heartbeat is judged by one clock. Never imports Django, never decides permissions or
+HEARTBEAT_STALE_MS`` and without ``stopped_ms`` (the last heartbeat of a worker that
+stopped: never live, and its consumer is not taken for a live one without a heartbeat
+either). ``now_ms`` is always the caller's clock, passed to the scripts, so a heartbeat
+is judged by one clock. Never imports Django, never decides permissions or
 writes audit rows (the dashboard does).
 """
 
@@ -190,18 +192,24 @@ def _consumers(client: Client, stream: str, group: str) -> list[ConsumerInfo]:
     ]
 
 
-def _live_heartbeats(client: Client, stream: str, group: str, now_ms: int) -> set[str]:
-    """Consumers whose heartbeat is live (one HGETALL)."""
+def _heartbeats(client: Client, stream: str, group: str, now_ms: int) -> tuple[set[str], set[str]]:
+    """(consumers whose heartbeat is live, consumers whose heartbeat says their worker
+    stopped), as the scripts judge them: one HGETALL."""
     raw: Mapping[bytes, bytes] = client.hgetall(stream_keys(stream).workers(group))  # type: ignore[assignment]
     live: set[str] = set()
+    stopped: set[str] = set()
     for name, value in raw.items():
         try:
-            seen = int(json.loads(value)["seen_ms"])
+            beat = json.loads(value)
+            seen = int(beat["seen_ms"])
         except (ValueError, KeyError, TypeError):
             continue
-        if now_ms - seen <= HEARTBEAT_STALE_MS:
+        mark = beat.get("stopped_ms")
+        if isinstance(mark, int | float) and not isinstance(mark, bool):
+            stopped.add(text(name))
+        elif now_ms - seen <= HEARTBEAT_STALE_MS:
             live.add(text(name))
-    return live
+    return live, stopped
 
 
 def _group(client: Client, stream: str, group: str) -> Mapping[str, Any]:
@@ -488,7 +496,7 @@ def idle_consumers_find(
     idle_check(idle_ms, "idle_ms")
     count_check(now_ms, "now_ms")
     consumers = _consumers(client, stream, group)
-    live = _live_heartbeats(client, stream, group, now_ms)
+    live, _ = _heartbeats(client, stream, group, now_ms)
     return sorted(
         (c for c in consumers if c.idle_ms >= idle_ms and c.pending == 0 and c.name not in live),
         key=lambda c: c.name,
@@ -681,12 +689,16 @@ class PositionDiff:
 def _live_consumers(
     client: Client, stream: str, group: str, now_ms: int, seen_within_ms: int
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every live consumer, those without a live heartbeat), sorted."""
-    beating = _live_heartbeats(client, stream, group, now_ms)
+    """(every live consumer, those without a live heartbeat), sorted. A consumer whose
+    heartbeat says its worker stopped is neither."""
+    beating, stopped = _heartbeats(client, stream, group, now_ms)
     others = {
         c.name
         for c in _consumers(client, stream, group)
-        if c.name not in beating and c.idle_ms < seen_within_ms and c.name not in _NEVER_LIVE
+        if c.name not in beating
+        and c.name not in stopped
+        and c.idle_ms < seen_within_ms
+        and c.name not in _NEVER_LIVE
     }
     return tuple(sorted(beating | others)), tuple(sorted(others))
 

@@ -10,7 +10,10 @@ stream's slot) and their JSON:
 - the heartbeats, ``{S}:workers:<group>``: a hash, consumer name -> the worker's last
   heartbeat (``Heartbeat``), written with ``HSET`` + ``PEXPIRE`` (1 h) in one pipeline
   every ``HEARTBEAT_INTERVAL_MS``, so a group whose workers are all gone loses it by
-  itself; each worker also prunes fields not refreshed for an hour (every 30 s).
+  itself; each worker also prunes fields not refreshed for an hour (every 30 s). A
+  worker that stops (a stop request, after acking what it holds) writes a last one with
+  ``stopped_ms``: not live from then on, without waiting ``HEARTBEAT_STALE_MS``. One
+  that dies without it (SIGKILL, a lost host) goes stale after ``HEARTBEAT_STALE_MS``.
 
 ``fleet_state`` is the pure rule behind "paused by ops-oncall (deploy), 3 of 3 workers
 confirmed, 2 jobs still finishing; 1 consumer not pausable". Everything here is
@@ -57,7 +60,8 @@ log = logging.getLogger("queue_core.control")
 #: How often a worker writes its heartbeat (WorkerConfig.heartbeat_ms defaults to this).
 HEARTBEAT_INTERVAL_MS = 2000
 #: A heartbeat is live while ``now_ms - seen_ms <= HEARTBEAT_STALE_MS`` (five missed
-#: beats), else stale: the worker is gone, hung, or cut off from Redis.
+#: beats), else stale: the worker is gone, hung, or cut off from Redis. A heartbeat
+#: with ``stopped_ms`` is never live (its worker stopped cleanly and said so).
 HEARTBEAT_STALE_MS = 10_000
 #: Each heartbeat renews the hash's TTL to this; workers prune fields this old.
 HEARTBEAT_KEEP_MS = 3_600_000
@@ -120,7 +124,10 @@ class Heartbeat:
     ``running`` handlers now, ``buffered`` entries read and not started; ``processed``
     handler calls that returned and ``failed`` ones that raised, since ``started_ms``;
     ``paused`` true once the worker has seen the pause whose ``at_ms`` is ``pause_at_ms``
-    and has no read or reclaim sweep in flight (it only finishes what it holds).
+    and has no read or reclaim sweep in flight (it only finishes what it holds);
+    ``stopped_ms`` set (to ``seen_ms``) by the last heartbeat of a worker that stopped,
+    absent from a running worker's JSON and from every heartbeat of workers older than
+    the field, which read as None: those are judged by ``seen_ms`` alone.
     """
 
     consumer: str
@@ -136,22 +143,35 @@ class Heartbeat:
     seen_ms: int
     paused: bool
     pause_at_ms: int | None
+    stopped_ms: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Its worker said it stopped (its last heartbeat): not live, whatever its age."""
+        return self.stopped_ms is not None
 
     def live(self, now_ms: int) -> bool:
-        """Written within HEARTBEAT_STALE_MS of ``now_ms``; else stale (greyed out)."""
-        return now_ms - self.seen_ms <= HEARTBEAT_STALE_MS
+        """Written within HEARTBEAT_STALE_MS of ``now_ms`` by a worker that has not said it
+        stopped; else not live (stale or stopped: greyed out)."""
+        return self.stopped_ms is None and now_ms - self.seen_ms <= HEARTBEAT_STALE_MS
 
     def confirms(self, pause: Pause) -> bool:
         """Whether this heartbeat confirms ``pause`` (not an earlier one)."""
         return self.paused and self.pause_at_ms == pause.at_ms
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        """Its JSON; ``stopped_ms`` only when set (a running worker's heartbeat is what it
+        was before the field)."""
+        data = asdict(self)
+        if data["stopped_ms"] is None:
+            del data["stopped_ms"]
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, consumer: str, raw: bytes | str) -> Heartbeat | None:
         """The heartbeat in ``raw`` under field ``consumer`` (the field is the name that
-        counts); None when any field is missing or of the wrong type."""
+        counts); None when any field is missing or of the wrong type (``stopped_ms`` may
+        be missing or null: not stopped)."""
         data = _json_object(raw)
         if data is None:
             return None
@@ -159,12 +179,14 @@ class Heartbeat:
         numbers = [value for value in ints if _is_int(value)]
         host, version = data.get("host"), data.get("version")
         paused, pause_at_ms = data.get("paused"), data.get("pause_at_ms")
+        stopped_ms = data.get("stopped_ms")
         if (
             len(numbers) != len(ints)
             or not isinstance(host, str)
             or not isinstance(version, str)
             or not isinstance(paused, bool)
             or not (pause_at_ms is None or _is_int(pause_at_ms))
+            or not (stopped_ms is None or _is_int(stopped_ms))
         ):
             return None
         pid, concurrency, running, buffered, processed, failed, started_ms, seen_ms = numbers
@@ -172,6 +194,7 @@ class Heartbeat:
             consumer=consumer, host=host, pid=pid, version=version, concurrency=concurrency,
             running=running, buffered=buffered, processed=processed, failed=failed,
             started_ms=started_ms, seen_ms=seen_ms, paused=paused, pause_at_ms=pause_at_ms,
+            stopped_ms=stopped_ms,
         )  # fmt: skip
 
 
@@ -385,9 +408,9 @@ class FleetState:
 
     #: The pause in force (None: not paused, or its auto-resume time has passed).
     pause: Pause | None
-    #: Every heartbeat, sorted by consumer; stale ones included (greyed out).
+    #: Every heartbeat, sorted by consumer; stale and stopped ones included (greyed out).
     workers: tuple[Heartbeat, ...]
-    #: The workers with a live heartbeat.
+    #: The workers with a live heartbeat (never one that said it stopped).
     live: tuple[Heartbeat, ...]
     #: Live workers that confirm THIS pause (0 when not paused).
     confirmed: int
@@ -395,7 +418,8 @@ class FleetState:
     finishing: int
     #: Consumers seen recently (XINFO CONSUMERS idle within ``seen_within_ms``) with no
     #: live heartbeat: they are not Ackboard workers (or their heartbeat fails), so a
-    #: pause cannot stop them. Sorted.
+    #: pause cannot stop them. A worker whose last heartbeat says it stopped is not one
+    #: of them (it read until it stopped, and reads no more). Sorted.
     not_pausable: tuple[str, ...]
 
     @property
@@ -422,7 +446,8 @@ def fleet_state(
     ``seen_within_ms`` is how recently a consumer must have tried to read (XINFO's
     ``idle``) to count as running: the dashboard passes its stuck threshold. Operator
     claims and the retire parking place (``services.OWN_CONSUMERS``) are not workers and
-    never count.
+    never count, nor does a consumer whose heartbeat says its worker stopped (a worker
+    started again under that name writes a new heartbeat before it reads).
     """
     if pause is not None and not pause.active(now_ms):
         pause = None
@@ -434,12 +459,14 @@ def fleet_state(
         confirmed = sum(1 for beat in live if beat.confirms(pause))
         finishing = sum(beat.running + beat.buffered for beat in live)
     beating = {beat.consumer for beat in live}
+    stopped = {beat.consumer for beat in workers if beat.stopped}
     not_pausable = tuple(
         sorted(
             info.name
             for info in consumers
             if info.idle_ms <= seen_within_ms
             and info.name not in beating
+            and info.name not in stopped
             and info.name not in OWN_CONSUMERS
         )
     )

@@ -12,7 +12,8 @@
 -- ARGV[2] - the pending count the operator saw
 -- ARGV[3] - '1' when the operator acknowledged dropping the pending entries
 -- ARGV[4] - now, in ms
--- ARGV[5] - a heartbeat is live while now - seen_ms <= this (ms)
+-- ARGV[5] - a heartbeat is live while now - seen_ms <= this (ms) and it has no
+--           stopped_ms (the last heartbeat of a worker that stopped is never live)
 -- returns {1, pending_dropped} on success,
 --         {false, 'no-group'} when there is no such group (or no stream),
 --         {false, 'pending', pending} when entries are pending and ARGV[3] is not '1',
@@ -37,6 +38,7 @@ local beats = redis.call('HGETALL', KEYS[3])
 for i = 1, #beats, 2 do
   local ok, decoded = pcall(cjson.decode, beats[i + 1])
   if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms'])
+      and type(decoded['stopped_ms']) ~= 'number'
       and tonumber(ARGV[4]) - tonumber(decoded['seen_ms']) <= tonumber(ARGV[5]) then
     table.insert(live, beats[i])
   end

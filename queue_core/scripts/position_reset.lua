@@ -1,9 +1,10 @@
 -- Move a group's last-delivered id (XGROUP SETID ... ENTRIESREAD), guarded: refused when
 -- someone moved the position since the operator's preview (ARGV[2]), and while the group
 -- has live consumers unless it is paused. Live: a live heartbeat (now - seen_ms <=
--- ARGV[7]) or a consumer without one seen within ARGV[8] (XINFO CONSUMERS idle). A pause
--- stops Ackboard workers only, so consumers without a live heartbeat seen within ARGV[8]
--- refuse the reset even while paused.
+-- ARGV[8], no stopped_ms) or a consumer without one seen within ARGV[9] (XINFO CONSUMERS
+-- idle), unless its heartbeat says its worker stopped. A pause stops Ackboard workers
+-- only, so consumers without a live heartbeat seen within ARGV[9] refuse the reset even
+-- while paused.
 --
 -- ENTRIESREAD as in group_create.lua: exact at the start (when every deleted entry lies
 -- before the first one left) and the end, the caller's count at an id while
@@ -19,7 +20,8 @@
 -- ARGV[5] - entries read up to that id ('' = unknown; mode 'id')
 -- ARGV[6] - max-deleted-entry-id when ARGV[5] was counted
 -- ARGV[7] - now, in ms
--- ARGV[8] - a heartbeat is live while now - seen_ms <= this (ms)
+-- ARGV[8] - a heartbeat is live while now - seen_ms <= this (ms) and it has no
+--           stopped_ms (the last heartbeat of a worker that stopped is never live)
 -- ARGV[9] - a consumer without a live heartbeat is live while its idle is below this (ms)
 -- ARGV[10], ARGV[11] - Ackboard's own consumer names that no worker reads as (the
 --           operator's claims, the retired entries' parking place): never live
@@ -63,21 +65,26 @@ if before['last-delivered-id'] ~= ARGV[2] then
 end
 
 local now, stale, within = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+-- A consumer whose last heartbeat says its worker stopped is not live either way.
 local beating = {}
+local stopped = {}
 local live = {}
 local beats = redis.call('HGETALL', KEYS[3])
 for i = 1, #beats, 2 do
   local ok, decoded = pcall(cjson.decode, beats[i + 1])
-  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms'])
-      and now - tonumber(decoded['seen_ms']) <= stale then
-    beating[beats[i]] = true
-    table.insert(live, beats[i])
+  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms']) then
+    if type(decoded['stopped_ms']) == 'number' then
+      stopped[beats[i]] = true
+    elseif now - tonumber(decoded['seen_ms']) <= stale then
+      beating[beats[i]] = true
+      table.insert(live, beats[i])
+    end
   end
 end
 local unpausable = {}
 for _, raw in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
   local c = map(raw)
-  if not beating[c['name']] and c['idle'] < within
+  if not beating[c['name']] and not stopped[c['name']] and c['idle'] < within
       and c['name'] ~= ARGV[10] and c['name'] ~= ARGV[11] then
     table.insert(unpausable, c['name'])
     table.insert(live, c['name'])

@@ -19,7 +19,8 @@
 -- ARGV[4] - the parking consumer for entries made due
 -- ARGV[5] - the idle time (ms) entries made due get at least
 -- ARGV[6] - now, in ms (the caller's clock, the one heartbeats are judged by)
--- ARGV[7] - a heartbeat is live while now - seen_ms <= this (ms)
+-- ARGV[7] - a heartbeat is live while now - seen_ms <= this (ms) and it has no
+--           stopped_ms (the last heartbeat of a worker that stopped is never live)
 -- ARGV[8] - where this chunk starts: '-' or '(' .. the last id of the previous chunk
 -- ARGV[9] - chunk size
 -- returns {1, moved, payload_missing, next_cursor ('' when the pass is done), deleted (0|1),
@@ -49,7 +50,8 @@ local function live_seen(name)
   local beat = redis.call('HGET', KEYS[2], name)
   if not beat then return nil end
   local ok, decoded = pcall(cjson.decode, beat)
-  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms']) then
+  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms'])
+      and type(decoded['stopped_ms']) ~= 'number' then
     local seen = tonumber(decoded['seen_ms'])
     if tonumber(ARGV[6]) - seen <= tonumber(ARGV[7]) then return seen end
   end

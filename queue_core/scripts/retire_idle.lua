@@ -13,7 +13,8 @@
 -- ARGV[2] - the consumer
 -- ARGV[3] - minimum idle time (ms)
 -- ARGV[4] - now, in ms
--- ARGV[5] - a heartbeat is live while now - seen_ms <= this (ms)
+-- ARGV[5] - a heartbeat is live while now - seen_ms <= this (ms) and it has no
+--           stopped_ms (the last heartbeat of a worker that stopped is never live)
 -- returns {1} when deleted,
 --         {false, 'no-such-consumer'}, {false, 'holds-entries', pending},
 --         {false, 'not-idle', idle}, {false, 'live-heartbeat', seen_ms}
@@ -40,7 +41,8 @@ end
 local beat = redis.call('HGET', KEYS[2], ARGV[2])
 if beat then
   local ok, decoded = pcall(cjson.decode, beat)
-  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms']) then
+  if ok and type(decoded) == 'table' and tonumber(decoded['seen_ms'])
+      and type(decoded['stopped_ms']) ~= 'number' then
     local seen = tonumber(decoded['seen_ms'])
     if tonumber(ARGV[4]) - seen <= tonumber(ARGV[5]) then
       return {false, 'live-heartbeat', string.format('%d', seen)}

@@ -6,7 +6,11 @@ to read it again (every ``PAUSE_CHECK_MS``), when to send the next heartbeat (ev
 ``heartbeat_ms``, and at once when what the worker would report changes, so a pause is
 confirmed within about a second), and what the heartbeat says. The loop decides what
 to do with it: ``loop.Worker`` stops reading and sweeping while paused, cancels the
-read in flight, and confirms once nothing is in flight.
+read in flight, and confirms once nothing is in flight. On a stop, after its last acks,
+the loop sends one last heartbeat with ``stopped=True``: it carries ``stopped_ms``, so
+readers count the worker gone at once instead of after ``HEARTBEAT_STALE_MS``. When that
+write fails the loop logs a warning and exits as it would have; the heartbeat then goes
+stale as a killed worker's does.
 
 A pause check is one GET; a heartbeat is one pipeline (the GET, HSET and PEXPIRE, with
 an HGETALL every 30 s to prune fields of workers gone for an hour). Both run on the
@@ -114,13 +118,19 @@ class ControlLink:
         left_ms = pause.until_ms - now_ms()
         return None if left_ms <= 0 else now + left_ms / 1000
 
-    def heartbeat(self, report: Report, *, running: int, buffered: int) -> Heartbeat:
+    def heartbeat(
+        self, report: Report, *, running: int, buffered: int, stopped: bool = False
+    ) -> Heartbeat:
+        """What the worker reports now; ``stopped``: its last heartbeat, after its last
+        acks (``stopped_ms`` is then its ``seen_ms``)."""
         config, stats = self._config, self._stats
+        seen = now_ms()
         return Heartbeat(
             consumer=config.consumer, host=self.host, pid=self.pid, version=ackboard_version(),
             concurrency=config.concurrency, running=running, buffered=buffered,
             processed=stats.processed, failed=stats.failed, started_ms=self.started_ms,
-            seen_ms=now_ms(), paused=report[0], pause_at_ms=report[1],
+            seen_ms=seen, paused=report[0], pause_at_ms=report[1],
+            stopped_ms=seen if stopped else None,
         )  # fmt: skip
 
     def exchange(self, client: Client, beat: Heartbeat | None, *, prune: bool) -> Pause | None:
@@ -132,7 +142,12 @@ class ControlLink:
         prune_before = beat.seen_ms - HEARTBEAT_KEEP_MS if prune else None
         pause = heartbeat_send(client=client, stream=config.stream, group=config.group,
                                beat=beat, prune_before_ms=prune_before)  # fmt: skip
-        if self.reported is not None and beat.paused != self.reported[0]:
+        if beat.stopped:
+            # A hint for open dashboard pages: the worker shows as stopped without a tick.
+            event_publish(client=client, type="action", stream=config.stream,
+                          group=config.group, ids=[], consumer=config.consumer,
+                          action="worker-stopped")  # fmt: skip
+        elif self.reported is not None and beat.paused != self.reported[0]:
             # A hint for open dashboard pages: "3 of 3 confirmed" shows without a tick.
             event_publish(client=client, type="action", stream=config.stream,
                           group=config.group, ids=[], consumer=config.consumer,

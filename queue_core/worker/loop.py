@@ -383,13 +383,14 @@ class Worker:
             self._wake()
 
     async def _control_final(self) -> None:
-        """The last heartbeat, after the last acks: the dashboard greys it out once stale."""
+        """The last heartbeat, after the last acks: it says the worker stopped, so it is
+        not live from now on (a failed write leaves it to go stale, as a killed worker's)."""
         link = self._link
         if link.task is not None:
             await asyncio.gather(link.task, return_exceptions=True)
         assert self._client is not None
         beat = link.heartbeat(self._report(link.paused()), running=self._flight.running,
-                              buffered=len(self._flight.waiting))  # fmt: skip
+                              buffered=len(self._flight.waiting), stopped=True)  # fmt: skip
         try:
             await asyncio.to_thread(link.exchange, self._client, beat, prune=False)
         except CONTROL_ERRORS as exc:

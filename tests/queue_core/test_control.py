@@ -39,6 +39,7 @@ from queue_core.control import (
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
 from queue_core.types import ConsumerInfo
 from queue_core.worker import WorkerConfig, WorkerConfigError
+from queue_core.worker.heartbeat import ControlLink
 from tests.factories import add_entries
 from tests.queue_core.worker.helpers import new_worker, running, wait_until
 
@@ -121,6 +122,37 @@ class FleetStateTests:
             "legacy-a", "legacy-b", "worker-gone",
         )  # fmt: skip
 
+    def test_a_stopped_heartbeat_is_not_live_at_once(self) -> None:
+        # w1 stopped a second ago after confirming the pause with work in hand: it counts
+        # for nothing, although its last heartbeat is as fresh as w2's.
+        stopped = beat("w1", paused=True, pause_at_ms=PAUSE.at_ms, running=2, buffered=1,
+                       stopped_ms=NOW - 1_000)  # fmt: skip
+        running_ = beat("w2", paused=True, pause_at_ms=PAUSE.at_ms)
+        assert stopped.stopped and not stopped.live(NOW) and not stopped.live(NOW - 1_000)
+        assert running_.live(NOW) and not running_.stopped
+        consumers = [consumer("w1", idle_ms=1_000), consumer("w2", idle_ms=100)]
+        fleet = state(heartbeats=[stopped, running_], consumers=consumers)
+        assert [b.consumer for b in fleet.workers] == ["w1", "w2"]
+        assert [b.consumer for b in fleet.live] == ["w2"]
+        assert (fleet.confirmed, fleet.finishing, fleet.all_confirmed) == (1, 0, True)
+        # Seen a second ago by XINFO, but its heartbeat says it stopped: not "not pausable".
+        assert fleet.not_pausable == ()
+        # The same consumer with a stale heartbeat that does not say so is not pausable.
+        stale = beat("w1", seen_ms=NOW - HEARTBEAT_STALE_MS - 1)
+        assert state(heartbeats=[stale, running_], consumers=consumers).not_pausable == ("w1",)
+
+    def test_a_heartbeat_without_the_stopped_field_is_judged_by_its_age(self) -> None:
+        # What workers older than the field write: no "stopped_ms" at all.
+        for seen_ms, live in [(NOW - 1_000, True), (NOW - HEARTBEAT_STALE_MS - 1, False)]:
+            old = json.loads(beat("w", seen_ms=seen_ms).to_json())
+            assert "stopped_ms" not in old
+            parsed = Heartbeat.from_json("w", json.dumps(old))
+            assert parsed is not None and parsed.stopped_ms is None and not parsed.stopped
+            assert parsed.live(NOW) is live
+            assert [b.consumer for b in state(heartbeats=[parsed]).live] == (["w"] if live else [])
+            null = Heartbeat.from_json("w", json.dumps(old | {"stopped_ms": None}))
+            assert null == parsed
+
     def test_a_pause_past_its_auto_resume_time_is_no_pause(self) -> None:
         timed = replace(PAUSE, until_ms=NOW)
         beats = [beat("a", paused=True, pause_at_ms=PAUSE.at_ms, running=1)]
@@ -134,6 +166,14 @@ class ParsingTests:
         one = beat("w", paused=True, pause_at_ms=5, processed=10, failed=2)
         assert Heartbeat.from_json("w", one.to_json()) == one
         assert Heartbeat.from_json("w", one.to_json().encode()) == one
+
+    def test_a_stopped_heartbeat_round_trips_and_a_running_one_has_no_stopped_field(
+        self,
+    ) -> None:
+        stopped = beat("w", seen_ms=NOW, stopped_ms=NOW)
+        assert json.loads(stopped.to_json())["stopped_ms"] == NOW
+        assert Heartbeat.from_json("w", stopped.to_json()) == stopped
+        assert "stopped_ms" not in json.loads(beat("w").to_json())
 
     def test_the_field_name_is_the_consumer(self) -> None:
         assert Heartbeat.from_json("field-name", beat("inside").to_json()) == beat("field-name")
@@ -150,6 +190,8 @@ class ParsingTests:
             beat("w").to_json().replace('"pid":1', '"pid":true'),
             beat("w").to_json().replace('"paused":false', '"paused":0'),
             beat("w").to_json().replace('"pause_at_ms":null', '"pause_at_ms":"x"'),
+            beat("w", stopped_ms=5).to_json().replace('"stopped_ms":5', '"stopped_ms":"5"'),
+            beat("w", stopped_ms=5).to_json().replace('"stopped_ms":5', '"stopped_ms":true'),
         ],
     )
     def test_a_malformed_heartbeat_is_none(self, raw: str | bytes) -> None:
@@ -348,7 +390,34 @@ class WorkerHeartbeatTests:
             assert (live.paused, live.pause_at_ms) == (False, None)
             assert r.pttl(stream_keys(stream).workers("g")) > HEARTBEAT_KEEP_MS - 10_000
         [final] = heartbeats_read(client=r, stream=stream, group="g")
-        assert final.seen_ms >= live.seen_ms and final.live(now_ms())
+        # The last one says the worker stopped: not live at once, though just written.
+        assert final.seen_ms >= live.seen_ms and final.stopped_ms == final.seen_ms
+        assert not final.live(now_ms()) and not final.live(final.seen_ms)
+        assert (final.processed, final.failed, final.running, final.buffered) == (2, 1, 0, 0)
+
+    def test_a_failed_last_heartbeat_is_a_warning_and_the_worker_still_stops(
+        self, r: redis.Redis, redis_url: str, stream: str, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:  # fmt: skip
+        # Redis goes away at shutdown: only the stopped heartbeat's write fails here.
+        send = ControlLink.exchange
+
+        def exchange(self: ControlLink, client: Any, beat_: Any, *, prune: bool) -> Any:
+            if beat_ is not None and beat_.stopped:
+                raise redis.ConnectionError("Connection refused (the test's)")
+            return send(self, client, beat_, prune=prune)
+
+        monkeypatch.setattr(ControlLink, "exchange", exchange)
+        worker = new_worker(redis_url, stream, print, heartbeat_ms=100)
+        with running(worker):
+            wait_until(lambda: heartbeats_read(client=r, stream=stream, group="g"),
+                       what="a heartbeat")  # fmt: skip
+        [last] = heartbeats_read(client=r, stream=stream, group="g")
+        assert last.stopped_ms is None and last.live(now_ms())  # it ages out as before
+        [warning] = [rec for rec in caplog.records if "last heartbeat" in rec.getMessage()]
+        assert warning.levelname == "WARNING" and warning.exc_info is None
+        assert "Connection refused (the test's)" in warning.getMessage()
+        assert any(rec.getMessage().startswith("stopped: ") for rec in caplog.records)
 
     def test_handlers_running_when_the_pause_comes_finish_and_are_acked(
         self, r: redis.Redis, redis_url: str, stream: str

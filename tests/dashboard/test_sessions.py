@@ -161,6 +161,10 @@ class ClusterFallbackTests:
 
 @pytest.mark.usefixtures("cached_sessions")
 class SharedPoolTests:
+    # Transactional: the user is made in sync_to_async's thread, whose database connection
+    # is not the test's (a plain django_db test would leave "olga" committed for the next
+    # test file in this process).
+    @pytest.mark.django_db(transaction=True)
     async def test_asgi_requests_reuse_one_redis_connection(
         self, django_user_model: type[User], r: redis.Redis
     ) -> None:

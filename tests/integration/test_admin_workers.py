@@ -113,7 +113,7 @@ def operator(settings: SettingsWrapper, redis_url: str, django_user_model: Any) 
     settings.ACKBOARD_REDIS_URL = redis_url
     settings.ACKBOARD_STUCK_AFTER_MS = 60_000
     client = Client()
-    client.force_login(make_user(django_user_model, "olga", *OPERATOR))
+    client.force_login(make_user(django_user_model, "olga-admin-workers", *OPERATOR))
     return client
 
 
@@ -214,7 +214,7 @@ class ResetPositionWithWorkerTests:
         response = operator.post(group_url(stream, "pause"), {"reason": "reset"}, headers=HTMX)
         assert response.status_code == 200, response.content
         paused = pause_read(client=r, stream=stream, group="g")
-        assert paused is not None and (paused.by, paused.reason) == ("olga", "reset")
+        assert paused is not None and (paused.by, paused.reason) == ("olga-admin-workers", "reset")
 
         def confirmed() -> bool:
             beats = heartbeats_read(client=r, stream=stream, group="g")

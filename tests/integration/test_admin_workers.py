@@ -17,11 +17,6 @@ stop its last heartbeat says it stopped, so the delete needs no wait for it to g
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,12 +33,11 @@ from queue_core.control import HEARTBEAT_STALE_MS, heartbeats_read, pause_read
 from queue_core.failures import now_ms
 from tests.factories import add_entries, make_group, make_user
 from tests.html import element_text
-from tests.integration.test_worker_cli import worker_env
+from tests.integration.worker_process import WorkerProcess
 from tests.queue_core.worker.helpers import failures, wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.one_engine]
 
-ROOT = Path(__file__).resolve().parents[2]
 HANDLER = "tests.integration.cause_handlers:fail"
 HTMX = {"HX-Request": "true"}
 #: Reading, pausing, administering groups and trimming streams.
@@ -52,56 +46,14 @@ OPERATOR = ("view_queues", "pause_group", "administer_group", "trim_stream")
 FAILS = {"cause": "timeout", "n": "1"}
 
 
-class Worker:
-    """One ``queue_worker`` process (consumer ``w1``, group ``g``) in a session of its own."""
-
-    def __init__(self, redis_url: str, stream: str, tmp_path: Path) -> None:
-        self.stream, self.tmp_path = stream, tmp_path
-        self.log = tmp_path / "handler.log"
-        self.log.touch()
-        fixed = tmp_path / "fixed"
-        fixed.mkdir()
-        self.env = worker_env(redis_url, self.log, ACKBOARD_TEST_FIXED_DIR=str(fixed))
-        self.stderr = tmp_path / "w1.err"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "queue_worker", "--stream", self.stream,
-             "--group", "g", "--handler", HANDLER, "--consumer", "w1", "--block-ms", "100",
-             "--heartbeat-ms", "200", "--min-idle-ms", "600000", "--grace-seconds", "5"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=self.stderr.open("wb"),
-            start_new_session=True,
-        )  # fmt: skip
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> None:
-        """SIGTERM, a clean exit (0, no traceback)."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(30) == 0, self.err()
-        assert "Traceback" not in self.err()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def err(self) -> str:
-        return self.stderr.read_text(errors="replace")
-
-    def done(self) -> list[str]:
-        """The ids the handler completed, in order (an id once per delivery it completed)."""
-        rows = [line.split() for line in self.log.read_text().splitlines()]
-        return [row[1] for row in rows if row and row[0] == "done"]
-
-
 @pytest.fixture
-def worker(redis_url: str, stream: str, tmp_path: Path) -> Iterator[Worker]:
-    started = Worker(redis_url, stream, tmp_path)
+def worker(redis_url: str, stream: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    started = WorkerProcess(
+        redis_url, stream, tmp_path, handler=HANDLER, args=("--min-idle-ms", "600000"),
+        ACKBOARD_TEST_FIXED_DIR=str(fixed),
+    )  # fmt: skip
     try:
         yield started
     finally:
@@ -164,7 +116,7 @@ def live_beat(r: redis.Redis, stream: str) -> Callable[[], bool]:
 
 
 def handled(
-    r: redis.Redis, stream: str, worker: Worker, ok: list[str], failed: list[str]
+    r: redis.Redis, stream: str, worker: WorkerProcess, ok: list[str], failed: list[str]
 ) -> Callable[[], bool]:
     """The worker completed ``ok``, failed on ``failed`` (recorded, still pending on w1),
     and the group has nothing left to deliver."""
@@ -183,7 +135,7 @@ def handled(
 
 class ResetPositionWithWorkerTests:
     def test_refused_while_the_worker_reads_accepted_once_it_confirmed_the_pause(
-        self, r: redis.Redis, stream: str, worker: Worker, operator: Client
+        self, r: redis.Redis, stream: str, worker: WorkerProcess, operator: Client
     ) -> None:
         make_group(r, stream, "g")
         ids = add_entries(r, stream, 6)
@@ -249,7 +201,7 @@ class ResetPositionWithWorkerTests:
 
 class TrimWithWorkerTests:
     def test_refused_past_the_workers_oldest_pending_entry_unless_forced_by_name(
-        self, r: redis.Redis, stream: str, worker: Worker, operator: Client
+        self, r: redis.Redis, stream: str, worker: WorkerProcess, operator: Client
     ) -> None:
         make_group(r, stream, "g")
         # 2 handled, 2 that fail (pending on w1), 2 handled.
@@ -310,7 +262,7 @@ class TrimWithWorkerTests:
 
 class DeleteGroupWithWorkerTests:
     def test_refused_while_pending_unless_acknowledged_with_a_reason(
-        self, r: redis.Redis, stream: str, worker: Worker, operator: Client
+        self, r: redis.Redis, stream: str, worker: WorkerProcess, operator: Client
     ) -> None:
         make_group(r, stream, "g")
         ids = add_entries(r, stream, 3, fields=FAILS) + add_entries(r, stream, 1)

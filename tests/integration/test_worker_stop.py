@@ -14,11 +14,7 @@ test the worker, not the server.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,58 +26,18 @@ from queue_core.admin import Refused, group_delete
 from queue_core.control import HEARTBEAT_STALE_MS, Heartbeat, fleet_state, heartbeats_read
 from queue_core.failures import now_ms
 from tests.factories import add_entries, make_group
-from tests.integration.test_worker_cli import worker_env
+from tests.integration.worker_process import WorkerProcess
 from tests.queue_core.worker.helpers import wait_until
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.one_engine
 
-ROOT = Path(__file__).resolve().parents[2]
 HANDLER = "tests.integration.handlers:quick"
 
 
-class Worker:
-    """One ``queue_worker`` process (consumer ``w1``, group ``g``) in a session of its own."""
-
-    def __init__(self, redis_url: str, stream: str, tmp_path: Path) -> None:
-        self.log = tmp_path / "handler.log"
-        self.log.touch()
-        self.env = worker_env(redis_url, self.log)
-        self.stream = stream
-        self.stderr = tmp_path / "w1.err"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "queue_worker", "--stream", self.stream,
-             "--group", "g", "--handler", HANDLER, "--consumer", "w1", "--block-ms", "100",
-             "--heartbeat-ms", "200", "--grace-seconds", "5"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=self.stderr.open("wb"),
-            start_new_session=True,
-        )  # fmt: skip
-
-    def terminate(self) -> int:
-        """SIGTERM to the worker; its exit code."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def err(self) -> str:
-        return self.stderr.read_text(errors="replace")
-
-    def done(self) -> int:
-        return sum(1 for line in self.log.read_text().splitlines() if line.startswith("done "))
-
-
 @pytest.fixture
-def worker(redis_url: str, stream: str, tmp_path: Path) -> Iterator[Worker]:
-    started = Worker(redis_url, stream, tmp_path)
+def worker(redis_url: str, stream: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    started = WorkerProcess(redis_url, stream, tmp_path, handler=HANDLER)
     try:
         yield started
     finally:
@@ -118,12 +74,12 @@ def delete(r: redis.Redis, stream: str, at_ms: int) -> Any:
                         acknowledge=False, now_ms=at_ms)  # fmt: skip
 
 
-def started(r: redis.Redis, stream: str, worker: Worker) -> None:
+def started(r: redis.Redis, stream: str, worker: WorkerProcess) -> None:
     """w1 runs, has handled 3 entries, and beats."""
     make_group(r, stream, "g")
     add_entries(r, stream, 3)
     worker.start()
-    wait_until(lambda: worker.done() == 3, timeout=60, what="the 3 entries handled")
+    wait_until(lambda: len(worker.done()) == 3, timeout=60, what="the 3 entries handled")
     wait_until(beating_since(r, stream), timeout=10, what="w1's heartbeat")
     assert live_names(r, stream, now_ms()) == ["w1"]
     with pytest.raises(Refused, match=r"'g' has running workers \(w1\)"):
@@ -132,7 +88,7 @@ def started(r: redis.Redis, stream: str, worker: Worker) -> None:
 
 class CleanStopTests:
     def test_right_after_a_sigterm_exit_the_worker_is_not_live_and_delete_goes_ahead(
-        self, r: redis.Redis, stream: str, worker: Worker
+        self, r: redis.Redis, stream: str, worker: WorkerProcess
     ) -> None:
         started(r, stream, worker)
 
@@ -154,7 +110,7 @@ class CleanStopTests:
 
 class KilledWorkerTests:
     def test_a_sigkilled_worker_stays_live_until_its_heartbeat_ages_out(
-        self, r: redis.Redis, stream: str, worker: Worker
+        self, r: redis.Redis, stream: str, worker: WorkerProcess
     ) -> None:
         started(r, stream, worker)
 
@@ -193,7 +149,7 @@ class RedisGoneAtShutdownTests:
     ) -> None:
         stream = "orders"
         r = redis.Redis.from_url(own_server.url, socket_timeout=10)
-        worker = Worker(own_server.url, stream, tmp_path)
+        worker = WorkerProcess(own_server.url, stream, tmp_path, handler=HANDLER)
         try:
             started(r, stream, worker)
             r.close()

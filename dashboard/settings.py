@@ -375,6 +375,16 @@ CACHES: dict[str, dict[str, Any]] = {
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 100},
     },
+    # {% fragment %} renderings (the group page's forms and dialogs, a few KB each, keyed
+    # by what they show and the request's path, user and permissions:
+    # templatetags/ackboard_fragments.py), per process, apart from the tables above so
+    # that many users and pages never push the tables out: at most ~5 MB.
+    "page_fragments": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "ackboard-page-fragments",
+        "TIMEOUT": 300,
+        "OPTIONS": {"MAX_ENTRIES": 1000},
+    },
     "sessions": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": ACKBOARD_CHANNELS_URL,

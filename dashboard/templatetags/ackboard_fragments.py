@@ -18,8 +18,8 @@ changed setting (tests: ``override_settings``) empties the cache (``setting_chan
 
 Without a logged-in request and its CSRF token in the context (a live push's rendering,
 for a stand-in user), the body renders as usual, and nothing is stored. Renderings live
-in the "template_fragments" cache (per process, ``settings.CACHES``), like the pending
-table's ``{% cache %}``.
+in the "page_fragments" cache (per process, ``settings.CACHES``), beside the pending
+table's ``{% cache %}`` renderings ("template_fragments").
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ from django.template.base import FilterExpression, Parser, Token
 
 register = template.Library()
 
-CACHE_ALIAS = "template_fragments"
+CACHE_ALIAS = "page_fragments"
+#: The pending table's {% cache %} renderings (Django's tag, ``ackboard_rows``).
+TABLES_ALIAS = "template_fragments"
 #: How long a rendering is kept (s); entries are small and keyed by content anyway.
 TIMEOUT_S = 300
 #: Replaced by the request's masked token in every response; random per process.
@@ -79,7 +81,10 @@ class FragmentNode(template.Node):
             repr((_VERSION, self.name, user_key, values)).encode(), digest_size=20
         ).hexdigest()
         key = f"ackboard.fragment.{self.name}.{digest}"
-        cache = caches[CACHE_ALIAS]
+        try:
+            cache = caches[CACHE_ALIAS]
+        except InvalidCacheBackendError:  # settings without it: render, store nothing
+            return self.nodelist.render(context)
         stored: str | None = cache.get(key)
         if stored is None:
             with context.push(csrf_token=_TOKEN_PLACEHOLDER):
@@ -110,5 +115,6 @@ def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     ``CACHES`` itself may leave no such cache: nothing to empty then.)"""
     if not setting.startswith("ACKBOARD_"):
         return
-    with contextlib.suppress(InvalidCacheBackendError):
-        caches[CACHE_ALIAS].clear()
+    for alias in (CACHE_ALIAS, TABLES_ALIAS):
+        with contextlib.suppress(InvalidCacheBackendError):
+            caches[alias].clear()

@@ -33,9 +33,11 @@ _TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 @pytest.fixture(autouse=True)
 def _empty_cache() -> Any:
-    caches["template_fragments"].clear()
+    for alias in ("page_fragments", "template_fragments"):
+        caches[alias].clear()
     yield
-    caches["template_fragments"].clear()
+    for alias in ("page_fragments", "template_fragments"):
+        caches[alias].clear()
 
 
 def _page(client: Client, stream: str, **query: str) -> str:
@@ -45,7 +47,7 @@ def _page(client: Client, stream: str, **query: str) -> str:
 
 
 def _fragment_keys() -> list[str]:
-    cache = caches["template_fragments"]
+    cache = caches["page_fragments"]
     return [k for k in cache._cache if "ackboard.fragment." in k]  # type: ignore[attr-defined]
 
 
@@ -168,3 +170,16 @@ class WithoutRequestTests:
         assert "Pause group" in html["group-fleet"]
         assert "csrfmiddlewaretoken" not in html["group-fleet"]
         assert _fragment_keys() == []
+
+
+class WithoutTheCacheTests:
+    def test_settings_without_the_fragments_cache_render_the_page_as_usual(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, settings: Any
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 1)
+        settings.CACHES = {
+            k: v for k, v in settings.CACHES.items() if k != ackboard_fragments.CACHE_ALIAS
+        }
+        page = _page(make_client(), stream)
+        assert 'aria-label="Claim entry"' in page
+        assert ackboard_fragments._TOKEN_PLACEHOLDER not in page

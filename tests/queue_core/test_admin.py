@@ -42,13 +42,23 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def heartbeat(r: redis.Redis, stream: str, group: str, consumer: str, seen_ms: int) -> None:
-    """A worker's heartbeat as the contract writes it (HSET + PEXPIRE)."""
-    beat = {
+def heartbeat(
+    r: redis.Redis,
+    stream: str,
+    group: str,
+    consumer: str,
+    seen_ms: int,
+    stopped_ms: int | None = None,
+) -> None:
+    """A worker's heartbeat as the contract writes it (HSET + PEXPIRE); ``stopped_ms``
+    None: without the field, as running workers and workers older than it write it."""
+    beat: dict[str, Any] = {
         "consumer": consumer, "host": "h", "pid": 1, "version": "t", "concurrency": 1,
         "running": 0, "buffered": 0, "processed": 0, "failed": 0, "started_ms": seen_ms,
         "seen_ms": seen_ms, "paused": False, "pause_at_ms": None,
     }  # fmt: skip
+    if stopped_ms is not None:
+        beat["stopped_ms"] = stopped_ms
     key = stream_keys(stream).workers(group)
     r.hset(key, consumer, json.dumps(beat))
     r.pexpire(key, 3_600_000)

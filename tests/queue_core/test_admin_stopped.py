@@ -10,8 +10,6 @@ Heartbeats are written as JSON into the hash, the way a worker writes them; the 
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 import pytest
@@ -29,25 +27,7 @@ from queue_core.admin import (
 )
 from queue_core.keys import stream_keys
 from tests.factories import add_entries, make_group, make_pending
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def heartbeat(
-    r: redis.Redis, stream: str, consumer: str, seen_ms: int, stopped_ms: int | None = None
-) -> None:
-    """A worker's heartbeat; ``stopped_ms`` None: without the field, as older workers and
-    running ones write it."""
-    beat: dict[str, Any] = {
-        "consumer": consumer, "host": "h", "pid": 1, "version": "t", "concurrency": 1,
-        "running": 0, "buffered": 0, "processed": 0, "failed": 0, "started_ms": seen_ms,
-        "seen_ms": seen_ms, "paused": False, "pause_at_ms": None,
-    }  # fmt: skip
-    if stopped_ms is not None:
-        beat["stopped_ms"] = stopped_ms
-    r.hset(stream_keys(stream).workers("g"), consumer, json.dumps(beat))
+from tests.queue_core.test_admin import heartbeat, now_ms
 
 
 def consumer_names(r: redis.Redis, stream: str) -> set[str]:
@@ -61,10 +41,10 @@ class GroupDeleteTests:
         now = now_ms()
         kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g",
                               "expected_pending": 0, "acknowledge": False}  # fmt: skip
-        heartbeat(r, stream, "w1", seen_ms=now - 100)  # running (or an older worker)
+        heartbeat(r, stream, "g", "w1", seen_ms=now - 100)  # running (or an older worker)
         with pytest.raises(Refused, match=r"'g' has running workers \(w1\)"):
             group_delete(now_ms=now, **kw)
-        heartbeat(r, stream, "w1", seen_ms=now - 100, stopped_ms=now - 100)
+        heartbeat(r, stream, "g", "w1", seen_ms=now - 100, stopped_ms=now - 100)
         assert group_delete(now_ms=now, **kw).pending_dropped == 0
         assert r.xinfo_groups(stream) == []
 
@@ -78,10 +58,10 @@ class RetireTests:
         now = now_ms()
         kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g", "consumer": "w1",
                               "to_consumer": "w2", "now_ms": now}  # fmt: skip
-        heartbeat(r, stream, "w1", seen_ms=now - 100)
+        heartbeat(r, stream, "g", "w1", seen_ms=now - 100)
         refused = consumer_retire(**kw)
         assert (refused.refused, refused.moved, refused.deleted) == ("live heartbeat", 0, False)
-        heartbeat(r, stream, "w1", seen_ms=now - 100, stopped_ms=now - 100)
+        heartbeat(r, stream, "g", "w1", seen_ms=now - 100, stopped_ms=now - 100)
         done = consumer_retire(**kw)
         assert (done.refused, done.moved, done.deleted) == (None, 2, True)
         assert consumer_names(r, stream) == {"w2"}
@@ -95,9 +75,9 @@ class RetireTests:
         now = now_ms()
         kw: dict[str, Any] = {"client": r, "stream": stream, "group": "g", "consumer": "w1",
                               "to_consumer": "fresh", "now_ms": now}  # fmt: skip
-        heartbeat(r, stream, "fresh", seen_ms=now - 100, stopped_ms=now - 100)
+        heartbeat(r, stream, "g", "fresh", seen_ms=now - 100, stopped_ms=now - 100)
         assert consumer_retire(**kw).refused == "no such target"
-        heartbeat(r, stream, "fresh", seen_ms=now - 100)
+        heartbeat(r, stream, "g", "fresh", seen_ms=now - 100)
         assert consumer_retire(**kw).deleted
 
 
@@ -109,8 +89,8 @@ class RetireIdleTests:
         for name in ("stopped", "running"):
             r.xgroup_createconsumer(stream, "g", name)
         now = now_ms()
-        heartbeat(r, stream, "stopped", seen_ms=now - 100, stopped_ms=now - 100)
-        heartbeat(r, stream, "running", seen_ms=now - 100)
+        heartbeat(r, stream, "g", "stopped", seen_ms=now - 100, stopped_ms=now - 100)
+        heartbeat(r, stream, "g", "running", seen_ms=now - 100)
         found = idle_consumers_find(client=r, stream=stream, group="g", idle_ms=0, now_ms=now)
         assert [c.name for c in found] == ["stopped"]
         # Both names go to the script, which re-checks each heartbeat itself.
@@ -137,7 +117,7 @@ class PositionResetTests:
         reset_kw = {**preview_kw, "expected_before_id": ids[3]}
 
         # An old-format heartbeat, fresh: a live worker.
-        heartbeat(r, stream, "w1", seen_ms=now - 100)
+        heartbeat(r, stream, "g", "w1", seen_ms=now - 100)
         assert position_preview(**preview_kw).live_consumers == ("w1",)
         with pytest.raises(Refused, match=r"live consumers \(w1\)"):
             position_reset(**reset_kw)
@@ -147,6 +127,6 @@ class PositionResetTests:
         with pytest.raises(Refused, match=r"live consumers \(w1\)"):
             position_reset(**reset_kw)
 
-        heartbeat(r, stream, "w1", seen_ms=now - 100, stopped_ms=now - 100)
+        heartbeat(r, stream, "g", "w1", seen_ms=now - 100, stopped_ms=now - 100)
         assert position_preview(**preview_kw).live_consumers == ()
         assert position_reset(**reset_kw).after_id == "0-0"

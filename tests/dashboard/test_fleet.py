@@ -14,6 +14,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from io import StringIO
 from typing import Any
@@ -63,8 +64,10 @@ def beat(
     buffered: int = 0,
     processed: int = 0,
     failed: int = 0,
+    stopped: bool = False,
 ) -> control.Heartbeat:
-    """A heartbeat as a worker sends it (``pause``: the one it confirms)."""
+    """A heartbeat as a worker sends it (``pause``: the one it confirms; ``stopped``: the
+    last one of a worker that stopped cleanly)."""
     now = now_ms()
     heartbeat = control.Heartbeat(
         consumer=consumer,
@@ -81,6 +84,8 @@ def beat(
         paused=pause is not None,
         pause_at_ms=None if pause is None else pause.at_ms,
     )
+    if stopped:
+        heartbeat = replace(heartbeat, stopped_ms=heartbeat.seen_ms)
     control.heartbeat_send(client=r, stream=stream, group=group, beat=heartbeat)
     return heartbeat
 

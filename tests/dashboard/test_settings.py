@@ -110,6 +110,11 @@ class ProductionSettingsTests:
         )
         assert sized.returncode == 0, sized.stderr
         assert json.loads(sized.stdout)[1]["max_size"] == 5
+        off = _manage(
+            "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="0", **env
+        )
+        assert off.returncode == 0, off.stderr
+        assert json.loads(off.stdout) == [0, None]
         sqlite = _manage("shell", "--no-imports", "-c", show, **env)
         assert sqlite.returncode == 0, sqlite.stderr
         assert json.loads(sqlite.stdout) == [60, None]

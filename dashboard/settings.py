@@ -217,7 +217,8 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     if ACKBOARD_DB_POOL_SIZE:
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
-            "max_size": max(2, ACKBOARD_DB_POOL_SIZE),
+            # Room for the background threads' connections beside the requests'.
+            "max_size": max(4, ACKBOARD_DB_POOL_SIZE),
             "timeout": 10,
         }
 

@@ -146,7 +146,10 @@ def failure_marks(*, streams: Iterable[str]) -> dict[str, int]:
 
 def _marks_fresh(streams: set[str]) -> dict[str, int]:
     close_old_connections()
-    return failure_marks(streams=streams)
+    try:
+        return failure_marks(streams=streams)
+    finally:
+        close_old_connections()  # back to the pool on PostgreSQL (settings: CONN_MAX_AGE 0)
 
 
 def _is_cluster() -> bool:
@@ -460,6 +463,19 @@ class Broadcaster:
     ) -> _CycleWork:
         """Poll, compare, render the surfaces whose signature or stream changed."""
         close_old_connections()
+        try:
+            return self._work_on(keys, old_signatures, forced, dirty, discover)
+        finally:
+            close_old_connections()  # back to the pool on PostgreSQL (settings: CONN_MAX_AGE 0)
+
+    def _work_on(
+        self,
+        keys: list[Key],
+        old_signatures: dict[Surface, Any],
+        forced: set[Key],
+        dirty: set[str],
+        discover: bool,
+    ) -> _CycleWork:
         client = get_redis()
         surfaces = sorted({s for s, _ in keys})
         poll, discovered = self._poll(client, surfaces, discover)

@@ -410,6 +410,9 @@ def run_loop(state: _SamplerThread) -> None:
         except Exception:  # a bug or a database error must not end the loop
             log.exception("rates sampler tick failed")
             pause = 10.0
+        # On PostgreSQL the connection goes back to the pool for the wait (CONN_MAX_AGE 0);
+        # a persistent SQLite connection is kept.
+        close_old_connections()
         state.wake.wait(pause)
         state.wake.clear()
     if state.sampler is not None:

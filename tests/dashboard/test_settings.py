@@ -106,10 +106,10 @@ class ProductionSettingsTests:
         assert pooled.returncode == 0, pooled.stderr
         assert json.loads(pooled.stdout) == [0, {"min_size": 1, "max_size": 20, "timeout": 10}]
         sized = _manage(
-            "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="5", **env
+            "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="6", **env
         )
         assert sized.returncode == 0, sized.stderr
-        assert json.loads(sized.stdout)[1]["max_size"] == 5
+        assert json.loads(sized.stdout)[1]["max_size"] == 6
         off = _manage(
             "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="0", **env
         )

@@ -22,7 +22,6 @@ import dataclasses
 import logging
 import os
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -50,6 +49,7 @@ from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.failure_index import failures_ingest_loop
 from dashboard.redrive import runner as redrive_runner
 from dashboard.serve import server_argv
+from dashboard.stop_signals import set_on_signals
 from queue_core.connection import Client, connect
 from queue_core.keys import stream_keys
 from queue_core.worker import worker_argv
@@ -295,11 +295,7 @@ class Command(BaseCommand):
 
     @staticmethod
     def _install_signal_handlers(stop: threading.Event) -> None:
-        def handler(signum: int, frame: object) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGINT, handler)
-        signal.signal(signal.SIGTERM, handler)
+        set_on_signals(stop)
 
     @staticmethod
     def _use_redis(url: str) -> None:

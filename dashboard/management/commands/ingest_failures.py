@@ -7,7 +7,6 @@ what is there and exits. It never acks a record before its row is committed; see
 
 from __future__ import annotations
 
-import signal
 import threading
 from argparse import ArgumentParser
 from typing import Any
@@ -18,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from dashboard.failure_index import INGEST_BATCH, RECLAIM_IDLE_MS, failures_ingest
+from dashboard.stop_signals import set_on_signals
 from queue_core.connection import connect
 
 
@@ -53,12 +53,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Ingested {total} failure record{'s' if total != 1 else ''}.")
             return
         stop = threading.Event()
-
-        def request_stop(signum: int, frame: object) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGINT, request_stop)
-        signal.signal(signal.SIGTERM, request_stop)
+        set_on_signals(stop)
         self.stdout.write("Ingesting failure records; Ctrl-C to stop.")
         total = failures_ingest(once=False, stop=stop, poll_s=options["poll"], **common)
         self.stdout.write(f"Stopped after {total} failure record{'s' if total != 1 else ''}.")

@@ -16,7 +16,6 @@ In production it is a process of its own beside the web server and the ingestor
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from argparse import ArgumentParser
 from typing import Any
@@ -26,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.connection import get_redis
 from dashboard.redrive import runner
+from dashboard.stop_signals import set_on_signals
 from queue_core.edited_replays import edited_replays_sweeper
 
 
@@ -52,12 +52,7 @@ class Command(BaseCommand):
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         logging.getLogger("ackboard.redrive").setLevel(logging.INFO)
         stopping = threading.Event()
-
-        def stop(signum: int, frame: Any) -> None:
-            stopping.set()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        set_on_signals(stopping)
         owner = runner.runner_name()
         self.stdout.write(
             f"run_jobs {owner}: Redis {settings.ACKBOARD_REDIS_URL}, max rate "

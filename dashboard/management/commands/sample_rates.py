@@ -9,7 +9,6 @@ the tick under way and releases the lease, so another sampler takes over at once
 
 from __future__ import annotations
 
-import signal
 import threading
 from argparse import ArgumentParser
 from typing import Any
@@ -19,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.rates import sampler as rates_sampler
+from dashboard.stop_signals import call_on_signals
 
 
 class Command(BaseCommand):
@@ -58,12 +58,11 @@ class Command(BaseCommand):
             return
         state = rates_sampler._SamplerThread()
 
-        def stop(signum: int, frame: Any) -> None:
+        def stop(signum: int) -> None:
             state.stopping = True
             state.wake.set()
 
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        call_on_signals(stop)
         self.stdout.write(
             f"Sampling every {settings.ACKBOARD_SAMPLER_INTERVAL_S:g}s while holding the lease "
             f"{settings.ACKBOARD_SAMPLER_LEASE_KEY!r}; Ctrl-C stops."

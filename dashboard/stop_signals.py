@@ -2,10 +2,12 @@
 
 A Python signal handler runs in the main thread between two bytecodes, possibly while that
 thread holds a lock. ``threading.Event`` guards its flag with a plain (non-reentrant)
-lock, which ``Event.wait`` holds between its timed waits: a handler that calls
-``Event.set`` on the event the main thread is waiting on can block forever on a lock its
-own thread holds. ``manage.py run_jobs`` did, and ignored SIGTERM from then on (found by
-hand: a ``py-spy dump`` showed the handler stuck in ``Event.set`` inside ``Event.wait``).
+lock, which ``Event.wait`` and ``Event.set`` hold for a moment: a handler that calls
+``Event.set`` can block forever on a lock its own thread holds. ``manage.py run_jobs``
+did under ``timeout -s TERM 6 uv run …``, which signals uv and then the whole group: the
+second SIGTERM arrived while the first handler was inside ``Event.set`` (waking the
+sweeper thread), and the nested handler blocked on that lock (a ``py-spy dump`` showed the
+two handlers stacked); from then on it ignored every SIGTERM.
 
 Here the handler only puts the signal number on a ``queue.SimpleQueue``, whose ``put`` is
 reentrant (documented as safe in signal handlers), and a daemon thread runs the

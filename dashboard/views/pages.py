@@ -383,8 +383,9 @@ def group_context(
     consumer: str = "",
     min_idle_s: int = 0,
 ) -> dict[str, Any]:
-    """The group page: header (one round trip), a pending page (one XPENDING, or bounded
-    windows with an idle filter), payload previews (one round trip), last failures (SQL).
+    """The group page: header (one round trip), a pending page (one XPENDING with the
+    payloads beside it when they are dense, or bounded windows with an idle filter), the
+    payloads it did not cover (one round trip), last failures (SQL).
     Its health (``queue_core.health``) comes from the header's XINFO CONSUMERS."""
     _check_visible(stream)
     detail = selectors.group_detail(client=client, stream=stream, group=group)

@@ -1,12 +1,14 @@
-"""Request middleware: Redis errors as clear answers, the user's permissions in one query,
-and compression at a cheaper level.
+"""Request middleware: Redis and database outages as clear answers, the user's permissions
+in one query, and compression at a cheaper level.
 
 ``RedisErrorMiddleware`` turns Redis errors into clear answers instead of a 500 or a hang.
 An outage (unreachable, timed out, or a server that refuses work: LOADING, BUSY, OOM,
 READONLY…) is a 503 page or htmx banner. A reply saying a stream id the request carried
 is invalid (``queue_core.errors.invalid_id`` reads its text) is the request's fault, not
-an outage: it gets the styled 400 page. This middleware never retries and never talks to
-Redis itself.
+an outage: it gets the styled 400 page. A database that does not answer (Django's
+``OperationalError``/``InterfaceError``: down, unreachable, no pooled connection in time)
+is a 503 too, rendered without the user (which the database would be needed for). This
+middleware never retries and never talks to Redis or the database itself.
 
 ``PermissionsMiddleware`` (after Django's ``AuthenticationMiddleware``) hands the user
 Django's ``ModelBackend`` would load the same permission set it would, read by one SQL
@@ -35,6 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 import redis
+from django import db
 from django.contrib.auth import get_user_model
 from django.contrib.auth.middleware import get_user
 from django.contrib.auth.models import Group, Permission
@@ -71,6 +74,8 @@ class RedisErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, db.OperationalError | db.InterfaceError):
+            return self._database_down(request, exception)
         if not isinstance(exception, redis.RedisError):
             return None
         log.warning("redis error on %s: %s", request.path, exception)
@@ -95,6 +100,20 @@ class RedisErrorMiddleware:
         if getattr(request, "htmx", False):
             # Whatever the request meant to swap, the banner goes into #messages; base.html
             # tells htmx 2 to swap 503 answers (it swaps no error response by default).
+            response = reswap(retarget(response, "#messages"), "innerHTML")
+        return response
+
+    @staticmethod
+    def _database_down(request: HttpRequest, exception: Exception) -> HttpResponse:
+        """The database did not answer (down, unreachable, or no pooled connection came
+        within the pool's timeout): a 503 page or htmx banner, rendered without the
+        request, since its user and CSRF token would need the database too."""
+        log.warning("database error on %s: %s", request.path, exception)
+        htmx = getattr(request, "htmx", False)
+        template = "dashboard/database_error.html" + ("#error-banner" if htmx else "")
+        context = {"read_only": request.method in ("GET", "HEAD")}
+        response = HttpResponse(render_to_string(template, context), status=503)
+        if htmx:
             response = reswap(retarget(response, "#messages"), "innerHTML")
         return response
 

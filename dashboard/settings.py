@@ -219,7 +219,9 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
             "min_size": 1,
             # Room for the background threads' connections beside the requests'.
             "max_size": max(4, ACKBOARD_DB_POOL_SIZE),
-            "timeout": 10,
+            # How long a request waits for a connection: past it (the database down, or
+            # every connection busy) the page is a 503 (RedisErrorMiddleware), not a hang.
+            "timeout": 3,
         }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -82,6 +82,7 @@ class PostgresServer:
     bin_dir: Path | None = None
     version: str = ""
     _started: bool = False
+    _options: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -119,7 +120,7 @@ class PostgresServer:
                 timeout=timeout,
             )  # fmt: skip
             pwfile.unlink()
-            options = [
+            self._options = options = [
                 f"-p {self.port}",
                 "-h 127.0.0.1",
                 f"-k {self.workdir}",  # the Unix socket stays in the temp dir
@@ -127,23 +128,32 @@ class PostgresServer:
             ]
             if not self.durable:
                 options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
-            self._run(
-                run_as,
-                "pg_ctl",
-                "start",
-                "-D", str(self.data_dir),
-                "-l", str(self.workdir / "postgres.log"),
-                "-o", " ".join(options),
-                "-w",
-                "-t", str(int(timeout)),
-                timeout=timeout + 5,
-            )  # fmt: skip
-            self._started = True
+            self._pg_ctl_start(run_as, timeout)
             self._create_database()
         except BaseException:
             self.cleanup()
             raise
         return self
+
+    def _pg_ctl_start(self, run_as: str | None, timeout: float) -> None:
+        assert self.workdir is not None
+        self._run(
+            run_as,
+            "pg_ctl",
+            "start",
+            "-D", str(self.data_dir),
+            "-l", str(self.workdir / "postgres.log"),
+            "-o", " ".join(self._options),
+            "-w",
+            "-t", str(int(timeout)),
+            timeout=timeout + 5,
+        )  # fmt: skip
+        self._started = True
+
+    def resume(self, timeout: float = 60.0) -> None:
+        """Start again after ``stop``, on the same port with the same data (an outage)."""
+        assert self.workdir is not None and not self._started
+        self._pg_ctl_start(_run_as(), timeout)
 
     def _run(self, run_as: str | None, tool: str, *args: str, timeout: float) -> str:
         assert self.bin_dir is not None

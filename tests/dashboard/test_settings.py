@@ -104,7 +104,7 @@ class ProductionSettingsTests:
         url = "postgres://ackboard:secret@127.0.0.1:1/ackboard"
         pooled = _manage("shell", "--no-imports", "-c", show, DATABASE_URL=url, **env)
         assert pooled.returncode == 0, pooled.stderr
-        assert json.loads(pooled.stdout) == [0, {"min_size": 1, "max_size": 20, "timeout": 10}]
+        assert json.loads(pooled.stdout) == [0, {"min_size": 1, "max_size": 20, "timeout": 3}]
         sized = _manage(
             "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="6", **env
         )

@@ -437,13 +437,10 @@ def postgres_connections(url: str) -> int:
 @contextmanager
 def private_postgres() -> Iterator[str]:
     """A private PostgreSQL (tests.postgres_server) for ``--db postgres``: its URL."""
-    from tests.postgres_server import PostgresServer
+    from tests.postgres_server import running_postgres
 
-    server = PostgresServer().start()
-    try:
+    with running_postgres() as server:
         yield server.url
-    finally:
-        server.cleanup()
 
 
 #: The overview's "Streams 1–50 of N" (its pager position; N is what the index holds now).

@@ -24,6 +24,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -215,3 +216,20 @@ class PostgresServer:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[PostgresServer]:
+    """A started private server, cleaned up after; a test without one fails, saying how to
+    get one (never a skip)."""
+    server = PostgresServer()
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        import pytest
+
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.cleanup()

@@ -464,35 +464,25 @@ class Broadcaster:
         """Poll, compare, render the surfaces whose signature or stream changed."""
         close_old_connections()
         try:
-            return self._work_on(keys, old_signatures, forced, dirty, discover)
+            client = get_redis()
+            surfaces = sorted({s for s, _ in keys})
+            poll, discovered = self._poll(client, surfaces, discover)
+            signatures = {s: s.spec.signature(s, poll) for s in surfaces}
+            html: dict[Key, dict[str, str]] = {}
+            for surface in surfaces:
+                stale = (
+                    signatures[surface] != old_signatures.get(surface)
+                    or any(surface.shows(name) for name in dirty)
+                    or (surface.spec.every_stream and discovered is not None)
+                )
+                wanted = [p for s, p in keys if s == surface and (stale or (s, p) in forced)]
+                if wanted:
+                    html.update(self._render(client, surface, wanted))
+            last_ids = {n: s.last_id for n, s in poll.stamps.streams.items() if s.last_id}
+            polled = tuple(sorted(poll.stamps.streams))
+            return _CycleWork(signatures, dict(poll.marks), html, last_ids, discovered, polled)
         finally:
             close_old_connections()  # back to the pool on PostgreSQL (settings: CONN_MAX_AGE 0)
-
-    def _work_on(
-        self,
-        keys: list[Key],
-        old_signatures: dict[Surface, Any],
-        forced: set[Key],
-        dirty: set[str],
-        discover: bool,
-    ) -> _CycleWork:
-        client = get_redis()
-        surfaces = sorted({s for s, _ in keys})
-        poll, discovered = self._poll(client, surfaces, discover)
-        signatures = {s: s.spec.signature(s, poll) for s in surfaces}
-        html: dict[Key, dict[str, str]] = {}
-        for surface in surfaces:
-            stale = (
-                signatures[surface] != old_signatures.get(surface)
-                or any(surface.shows(name) for name in dirty)
-                or (surface.spec.every_stream and discovered is not None)
-            )
-            wanted = [p for s, p in keys if s == surface and (stale or (s, p) in forced)]
-            if wanted:
-                html.update(self._render(client, surface, wanted))
-        last_ids = {n: s.last_id for n, s in poll.stamps.streams.items() if s.last_id}
-        polled = tuple(sorted(poll.stamps.streams))
-        return _CycleWork(signatures, dict(poll.marks), html, last_ids, discovered, polled)
 
     def _poll(
         self, client: Client, surfaces: list[Surface], discover: bool

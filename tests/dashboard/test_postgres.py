@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.postgres_server import PostgresServer, PostgresUnavailable, postgres_bin_dir
+from tests.postgres_server import PostgresServer, postgres_bin_dir, running_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,15 +44,8 @@ MIN_TESTS = 50
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    try:
-        server.start()
-    except PostgresUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with running_postgres() as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 class PostgresServerTests:

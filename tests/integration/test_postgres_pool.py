@@ -25,7 +25,7 @@ from dashboard.routing import live_path
 from tests.browser.server import LiveServer, serving
 from tests.factories import make_pending
 from tests.integration.test_existing_deployment import Browser
-from tests.postgres_server import PostgresServer, PostgresUnavailable
+from tests.postgres_server import PostgresServer, running_postgres
 
 pytestmark = [pytest.mark.production, pytest.mark.one_engine]
 
@@ -37,15 +37,8 @@ POOL = "4"
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    try:
-        server.start()
-    except PostgresUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with running_postgres() as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 def _backends(url: str) -> set[int]:
@@ -113,48 +106,45 @@ def test_a_database_outage_is_a_prompt_503_and_the_pool_recovers(
     banner; /healthz (Redis only) still answers. Once PostgreSQL is back, pages are."""
     stream = prefix + "orders"
     make_pending(r, stream, "g", "c", 3)
-    server = PostgresServer()
-    try:
-        server.start()
-    except PostgresUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with running_postgres() as server:
+        _outage(server, redis_url, stream)
+
+
+def _outage(server: PostgresServer, redis_url: str, stream: str) -> None:
     web = LiveServer(
         redis_url=redis_url,
         streams=stream,
         role="operator",
         extra_env={"DATABASE_URL": server.url, "ACKBOARD_DB_POOL_SIZE": POOL},
     )
-    try:
-        with serving(web):
-            browser = Browser(web.url + "/")
-            assert browser.login(web.username, web.password)
-            path = "streams/{}/groups/g/".format(urllib.parse.quote(stream, safe=""))
-            assert browser.get(path)[0] == 200
-            server.stop()
-            began = time.monotonic()
-            status, _, html = browser.get(path)
-            took = time.monotonic() - began
-            assert status == 503, html[:300]
-            assert "The database is unavailable." in html and "Nothing was changed." in html
-            assert "Traceback" not in html and 'class="nav"' not in html
-            assert took < 6, f"the 503 took {took:.1f} s"
-            request = urllib.request.Request(
-                web.url + "/" + path, headers={"HX-Request": "true", "HX-Target": "pending-table"}
-            )
-            try:
-                browser.opener.open(request, timeout=10)
-                raise AssertionError("an htmx request got a 2xx with the database down")
-            except urllib.error.HTTPError as exc:
-                assert exc.code == 503
-                assert exc.headers["HX-Retarget"] == "#messages"
-                assert 'id="error-banner"' in exc.read().decode()
-            with urllib.request.urlopen(web.url + "/healthz", timeout=10) as health:
-                assert health.status == 200
-            server.resume()
-            deadline = time.monotonic() + 20
-            while (status := browser.get(path)[0]) != 200:
-                assert status == 503, status
-                assert time.monotonic() < deadline, "pages did not come back with the database"
-                time.sleep(0.2)
-    finally:
-        server.cleanup()
+    with serving(web):
+        browser = Browser(web.url + "/")
+        assert browser.login(web.username, web.password)
+        path = "streams/{}/groups/g/".format(urllib.parse.quote(stream, safe=""))
+        assert browser.get(path)[0] == 200
+        server.stop()
+        began = time.monotonic()
+        status, _, html = browser.get(path)
+        took = time.monotonic() - began
+        assert status == 503, html[:300]
+        assert "The database is unavailable." in html and "Nothing was changed." in html
+        assert "Traceback" not in html and 'class="nav"' not in html
+        assert took < 6, f"the 503 took {took:.1f} s"
+        request = urllib.request.Request(
+            web.url + "/" + path, headers={"HX-Request": "true", "HX-Target": "pending-table"}
+        )
+        try:
+            browser.opener.open(request, timeout=10)
+            raise AssertionError("an htmx request got a 2xx with the database down")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+            assert exc.headers["HX-Retarget"] == "#messages"
+            assert 'id="error-banner"' in exc.read().decode()
+        with urllib.request.urlopen(web.url + "/healthz", timeout=10) as health:
+            assert health.status == 200
+        server.resume()
+        deadline = time.monotonic() + 20
+        while (status := browser.get(path)[0]) != 200:
+            assert status == 503, status
+            assert time.monotonic() < deadline, "pages did not come back with the database"
+            time.sleep(0.2)

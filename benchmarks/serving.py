@@ -418,20 +418,10 @@ def run_group(
             f"{deep.split('?')[1]})",
         )
         if env and "DATABASE_URL" in env:
-            opened = postgres_connections(env["DATABASE_URL"])
+            from tests.postgres_server import client_backends
+
+            opened = len(client_backends(env["DATABASE_URL"]))
             print(f"  PostgreSQL connections open after the figures: {opened}")
-
-
-def postgres_connections(url: str) -> int:
-    """The server's other client connections to the database ``url`` names."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        ).fetchone()
-    return int(row[0]) if row else 0
 
 
 @contextmanager

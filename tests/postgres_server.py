@@ -233,3 +233,15 @@ def running_postgres() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.cleanup()
+
+
+def client_backends(url: str) -> set[int]:
+    """The pids of the other client connections to the database ``url`` names."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {pid for (pid,) in rows}

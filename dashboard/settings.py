@@ -199,6 +199,12 @@ except ValueError:  # the URL itself is never repeated: it may hold a password
     ) from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # Django's SQLite backend, keeping closed connections for the next request: under
+    # ASGI each request runs in a thread of its own, so a persistent connection was never
+    # reused and each page paid a new connection and SQLite's parse of the whole schema
+    # (dashboard/sqlite3/base.py). CONN_MAX_AGE 0 hands each back at its request's end.
+    DATABASES["default"]["ENGINE"] = "dashboard.sqlite3"
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 #: Most PostgreSQL connections one process keeps open (its pool's size); 0: no pool (behind
 #: PgBouncer, say), a connection per request.
 ACKBOARD_DB_POOL_SIZE = _int("ACKBOARD_DB_POOL_SIZE", 20)
@@ -210,8 +216,7 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # request an open connection and takes it back when the request ends; background
     # loops return theirs the same way (close_old_connections). Pooling requires
     # CONN_MAX_AGE 0; without a pool, 0 closes each request's connection at its end.
-    # benchmarks.serving --db postgres measures both. SQLite opens in 0.07 ms and keeps
-    # its persistent connections.
+    # benchmarks.serving --db postgres measures both. SQLite keeps its own (above).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     if ACKBOARD_DB_POOL_SIZE:

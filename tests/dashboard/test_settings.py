@@ -91,12 +91,13 @@ class ProductionSettingsTests:
         applied = [line for line in out.stdout.splitlines() if line.strip().startswith("[")]
         assert applied and all(line.strip().startswith("[X]") for line in applied), out.stdout
 
-    def test_postgresql_connections_come_from_a_pool_sqlite_stays_persistent(
-        self, tmp_path: Path
-    ) -> None:
+    def test_database_connections_are_kept_for_the_next_request(self, tmp_path: Path) -> None:
+        """PostgreSQL: psycopg's pool; SQLite: dashboard.sqlite3, which keeps closed
+        connections. Both close at each request's end (CONN_MAX_AGE 0) to hand them back."""
         show = (
             "import json; from django.conf import settings; db = settings.DATABASES['default'];"
-            "print(json.dumps([db['CONN_MAX_AGE'], db.get('OPTIONS', {}).get('pool')]))"
+            "print(json.dumps([db['CONN_MAX_AGE'], db.get('OPTIONS', {}).get('pool'),"
+            " db['ENGINE']]))"
         )
         key = "a-production-key-" + "q7Zx9" * 12
         env = {"DJANGO_SECRET_KEY": key, "ACKBOARD_HOME": str(tmp_path)}
@@ -104,7 +105,11 @@ class ProductionSettingsTests:
         url = "postgres://ackboard:secret@127.0.0.1:1/ackboard"
         pooled = _manage("shell", "--no-imports", "-c", show, DATABASE_URL=url, **env)
         assert pooled.returncode == 0, pooled.stderr
-        assert json.loads(pooled.stdout) == [0, {"min_size": 1, "max_size": 20, "timeout": 3}]
+        assert json.loads(pooled.stdout) == [
+            0,
+            {"min_size": 1, "max_size": 20, "timeout": 3},
+            "django.db.backends.postgresql",
+        ]
         sized = _manage(
             "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="6", **env
         )
@@ -114,7 +119,7 @@ class ProductionSettingsTests:
             "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="0", **env
         )
         assert off.returncode == 0, off.stderr
-        assert json.loads(off.stdout) == [0, None]
+        assert json.loads(off.stdout) == [0, None, "django.db.backends.postgresql"]
         sqlite = _manage("shell", "--no-imports", "-c", show, **env)
         assert sqlite.returncode == 0, sqlite.stderr
-        assert json.loads(sqlite.stdout) == [60, None]
+        assert json.loads(sqlite.stdout) == [0, None, "dashboard.sqlite3"]

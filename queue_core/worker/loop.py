@@ -197,8 +197,7 @@ class Worker:
             try:
                 await self._shutdown()
             finally:
-                for sig in signals:
-                    loop.remove_signal_handler(sig)
+                self._stop.signals_remove(loop, signals)
                 if self._lanes is not None:
                     self._lanes.close()
                 await self._reader.close()

@@ -39,6 +39,8 @@ class StopControl:
         self.at = 0.0
         #: Resolved by a second stop request: stop waiting for in-flight handlers.
         self.force: asyncio.Future[None] | None = None
+        #: A stop signal arrived (``signals_remove`` then keeps ignoring them).
+        self.signalled = False
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop the worker now runs on (requests from other threads are sent to it)."""
@@ -78,6 +80,20 @@ class StopControl:
             installed.append(sig)
         return installed
 
+    def signals_remove(
+        self, loop: asyncio.AbstractEventLoop, installed: list[signal.Signals]
+    ) -> None:
+        """Take ``installed`` off ``loop``. After a stop that a signal asked for, the
+        process ignores those signals from then on: it is on its way out, and under
+        ``uv run`` a process-group signal arrives twice, the forwarded copy of a last
+        Ctrl-C up to 200 ms later, possibly after the loop ended, where Python's default
+        would raise KeyboardInterrupt in the shutdown (a traceback and exit status 130).
+        Without a signal the previous handlers come back (a library caller's)."""
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+            if self.signalled:
+                signal.signal(sig, signal.SIG_IGN)
+
     def _on_signal(self, sig: signal.Signals) -> None:
         """SIGTERM or SIGINT: the first starts a graceful stop with the full grace period.
 
@@ -85,6 +101,7 @@ class StopControl:
         request delivered twice (a process-group signal under ``uv run``) and is ignored.
         One arriving later is a deliberate second request: stop waiting for handlers.
         """
+        self.signalled = True
         since = time.monotonic() - self.at
         if self.stopping and since < SAME_STOP_S:
             log.info("%s %.0f ms after the stop request: taken as the same request; send it "

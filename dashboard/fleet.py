@@ -130,6 +130,31 @@ def fleet_read(*, client: Client, stream: str, group: str, now_ms: int | None = 
     return fleets_read(client=client, groups=[(stream, group)], now_ms=now_ms)[(stream, group)]
 
 
+def fleet_queue(pipe: Any, stream: str, group: str) -> int:
+    """Adds one group's fleet reads (GET pause, HGETALL workers) to ``pipe``, another
+    read's round trip (``selectors.group_page``); returns how many (0 when its keys
+    cannot be named). ``fleet_of`` reads their replies."""
+    try:
+        keys = stream_keys(stream)
+    except CrossSlotName:
+        return 0
+    pipe.get(keys.pause(group))
+    pipe.hgetall(keys.workers(group))
+    return 2
+
+
+def fleet_of(stream: str, replies: Sequence[Any], now_ms: int) -> Fleet:
+    """The ``Fleet`` from ``fleet_queue``'s replies (none: its keys cannot be named)."""
+    if not replies:
+        try:
+            stream_keys(stream)
+        except CrossSlotName as exc:
+            return Fleet(None, (), problem=str(exc))
+        raise ValueError("fleet_of: no replies for a stream whose keys can be named")
+    pause, workers = replies
+    return Fleet(_pause_of(pause, now_ms), _heartbeats_of(workers))
+
+
 # --- live ---------------------------------------------------------------------------------
 
 #: A heartbeat's ``seen_ms`` in its JSON, found without parsing it.
@@ -289,13 +314,23 @@ def fleet_view(
 
 
 def fleet_context(
-    *, client: Client, stream: str, group: str, consumers: Sequence[ConsumerInfo]
+    *,
+    client: Client,
+    stream: str,
+    group: str,
+    consumers: Sequence[ConsumerInfo],
+    replies: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
-    """The group page's ``fleet``: one round trip (``fleet_read``) and the page's own
-    XINFO CONSUMERS. Not-pausable consumers are those seen within
-    ``ACKBOARD_STUCK_AFTER_MS`` without a live heartbeat."""
+    """The group page's ``fleet``: one round trip (``fleet_read``), or none given the
+    replies of ``fleet_queue``'s commands read in another one, and the page's own XINFO
+    CONSUMERS. Not-pausable consumers are those seen within ``ACKBOARD_STUCK_AFTER_MS``
+    without a live heartbeat."""
     now = _now_ms()
-    fleet = fleet_read(client=client, stream=stream, group=group, now_ms=now)
+    fleet = (
+        fleet_read(client=client, stream=stream, group=group, now_ms=now)
+        if replies is None
+        else fleet_of(stream, replies, now)
+    )
     view = fleet_view(
         fleet=fleet,
         consumers=consumers,

@@ -20,7 +20,7 @@ stream or a companion in the stream's slot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -476,16 +476,30 @@ def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | No
     after the group's last-delivered id: ``XRANGE … COUNT 1`` (O(log n)) for the first
     one, whose id says how long work has waited (health, when nothing is pending) and is
     the lag in time (``oldest_undelivered_ms``)."""
-    companions = _companions(stream)
     pipe = client.pipeline(transaction=False)
+    _group_detail_queue(pipe, stream, group)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    return _group_detail_finish(client, stream, group, replies)
+
+
+#: Commands ``_group_detail_queue`` adds to a pipeline.
+_DETAIL_COMMANDS = 6
+
+
+def _group_detail_queue(pipe: Any, stream: str, group: str) -> None:
+    companions = _companions(stream)
     pipe.xinfo_stream(stream)
     pipe.xinfo_groups(stream)
     pipe.xinfo_consumers(stream, group)
     pipe.xpending(stream, group)
     pipe.xlen(companions[0] if companions else _NO_KEY)
     pipe.xlen(companions[1] if companions else _NO_KEY)
-    replies = pipe.execute(raise_on_error=False)
-    _raise_transport(replies)
+
+
+def _group_detail_finish(
+    client: Client, stream: str, group: str, replies: Sequence[Any]
+) -> GroupDetail | None:
     info, groups_raw, consumers_raw, summary, dlq_len, failures_len = replies
     if _missing(info) or _missing(consumers_raw) or _missing(summary):
         return None
@@ -568,11 +582,29 @@ def _pending_plain(
     costs Redis one read of at most ``count`` entries.
     """
     pipe = client.pipeline(transaction=False)
+    _pending_plain_queue(pipe, stream, group, cursor, count, consumer, with_entries)
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    return _pending_plain_finish(replies, count, with_entries)
+
+
+def _pending_plain_queue(
+    pipe: Any,
+    stream: str,
+    group: str,
+    cursor: str,
+    count: int,
+    consumer: str | None,
+    with_entries: bool,
+) -> int:
+    """Adds ``_pending_plain``'s commands to ``pipe``; returns how many."""
     pipe.xpending_range(stream, group, min=cursor, max="+", count=count + 1, consumername=consumer)
     if with_entries:
         pipe.xrange(stream, min=cursor, max="+", count=count)
-    replies = pipe.execute(raise_on_error=False)
-    _raise_transport(replies)
+    return 2 if with_entries else 1
+
+
+def _pending_plain_finish(replies: Sequence[Any], count: int, with_entries: bool) -> _PendingScan:
     if isinstance(replies[0], Exception):
         raise replies[0]
     raw = replies[0]
@@ -692,6 +724,12 @@ def pending_page(
         if not_a_group(exc):
             return None
         raise
+    return _pending_page_finish(client, stream, start, scan, with_entries)
+
+
+def _pending_page_finish(
+    client: Client, stream: str, start: str | None, scan: _PendingScan, with_entries: bool
+) -> PendingPage:
     rows = (
         _with_entries(client, stream, scan.rows, scan.entries, scan.entries_to)
         if with_entries and scan.rows
@@ -705,6 +743,65 @@ def pending_page(
         scanned_to=scan.last_seen,
         budget_hit=scan.budget_hit,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPage:
+    """``group_page``'s reads: the header, the pending page (None for either: no such
+    stream or group) and the raw replies of the caller's own commands, in order."""
+
+    detail: GroupDetail | None
+    page: PendingPage | None
+    also: list[Any]
+
+
+def group_page(
+    *,
+    client: Client,
+    stream: str,
+    group: str,
+    start: str | None = None,
+    consumer: str | None = None,
+    min_idle_ms: int = 0,
+    also: Callable[[Any], int] | None = None,
+) -> GroupPage:
+    """``group_detail`` and ``pending_page`` in one round trip, with ``also``'s commands
+    (a function that adds read commands of the stream's slot to the pipeline and returns
+    how many: the fleet's pause and heartbeats) in the same one; their raw replies, errors
+    included, come back in ``GroupPage.also``. The follow-ups are each read's own: the
+    first undelivered entry when the group lags, the payloads of sparse pending rows, and
+    the idle filter's windows (read after, as ``pending_page`` does). ``page`` is None
+    when ``detail`` is."""
+    cursor = _id_after(start) if start else "-"
+    plain = min_idle_ms <= 0
+    pipe = client.pipeline(transaction=False)
+    _group_detail_queue(pipe, stream, group)
+    pending_n = (
+        _pending_plain_queue(pipe, stream, group, cursor, PENDING_PAGE_SIZE, consumer, True)
+        if plain
+        else 0
+    )
+    also_n = also(pipe) if also is not None else 0
+    replies = pipe.execute(raise_on_error=False)
+    _raise_transport(replies)
+    head, rest = replies[:_DETAIL_COMMANDS], replies[_DETAIL_COMMANDS:]
+    extra = list(rest[pending_n : pending_n + also_n])
+    detail = _group_detail_finish(client, stream, group, head)
+    if detail is None:
+        return GroupPage(None, None, extra)
+    if not plain:
+        page = pending_page(
+            client=client, stream=stream, group=group, start=start, consumer=consumer,
+            min_idle_ms=min_idle_ms,
+        )  # fmt: skip
+        return GroupPage(detail, page, extra)
+    try:
+        scan = _pending_plain_finish(rest[:pending_n], PENDING_PAGE_SIZE, True)
+    except redis.ResponseError as exc:
+        if not_a_group(exc):
+            return GroupPage(detail, None, extra)
+        raise
+    return GroupPage(detail, _pending_page_finish(client, stream, start, scan, True), extra)
 
 
 # --- one entry --------------------------------------------------------------------------

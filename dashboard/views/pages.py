@@ -33,7 +33,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard import failure_index, payloads, stream_index
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
-from dashboard.fleet import fleet_context
+from dashboard.fleet import fleet_context, fleet_queue
 from dashboard.permissions import queues_view_required
 from dashboard.templatetags.ackboard import human_ms, since_ms
 from dashboard.views import charts, edit_replay
@@ -383,22 +383,24 @@ def group_context(
     consumer: str = "",
     min_idle_s: int = 0,
 ) -> dict[str, Any]:
-    """The group page: header (one round trip), a pending page (one XPENDING with the
-    payloads beside it when they are dense, or bounded windows with an idle filter), the
-    payloads it did not cover (one round trip), last failures (SQL).
+    """The group page: one round trip for the header, a pending page (XPENDING with the
+    payloads beside it) and the fleet's pause and heartbeats (``selectors.group_page``);
+    a second only for what that did not cover (sparse payloads, the idle filter's
+    windows, the first undelivered entry of a lagging group); last failures (SQL).
     Its health (``queue_core.health``) comes from the header's XINFO CONSUMERS."""
     _check_visible(stream)
-    detail = selectors.group_detail(client=client, stream=stream, group=group)
-    if detail is None:
-        raise Http404("No such stream or consumer group.")
-    page = selectors.pending_page(
+    read = selectors.group_page(
         client=client,
         stream=stream,
         group=group,
         start=start,
         consumer=consumer or None,
         min_idle_ms=min_idle_s * 1000,
+        also=lambda pipe: fleet_queue(pipe, stream, group),
     )
+    detail, page = read.detail, read.page
+    if detail is None:
+        raise Http404("No such stream or consumer group.")
     if page is None:
         raise Http404("No such consumer group.")
     failures = failure_index.last_failures(
@@ -427,7 +429,13 @@ def group_context(
         "idle_presets": IDLE_PRESETS,
         "scan_budget": selectors.IDLE_SCAN_BUDGET,
         # Fleet control (issue 12): the pause and the workers' heartbeats (one round trip).
-        **fleet_context(client=client, stream=stream, group=group, consumers=detail.consumers),
+        **fleet_context(
+            client=client,
+            stream=stream,
+            group=group,
+            consumers=detail.consumers,
+            replies=read.also,
+        ),
         # Rates (issue 13): the drain estimate and the chart's live point (SQL only).
         **charts.group_rates_context(stream=stream, group=group),
     }

@@ -415,6 +415,15 @@ CACHES: dict[str, dict[str, Any]] = {
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 1000},
     },
+    # The group page's whole content ({% fragment … using "page_renderings" %}, keyed by
+    # everything it shows: dashboard.views.pages.group_content_key), per process: ~110 KB
+    # each, at most ~7 MB.
+    "page_renderings": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "ackboard-page-renderings",
+        "TIMEOUT": 300,
+        "OPTIONS": {"MAX_ENTRIES": 64},
+    },
     "sessions": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": ACKBOARD_CHANNELS_URL,

@@ -17,8 +17,11 @@ or a stale rendering would be served for it. Settings are read at render time, s
 changed setting (tests: ``override_settings``) empties the cache (``setting_changed``).
 
 Without a logged-in request and its CSRF token in the context (a live push's rendering,
-for a stand-in user), the body renders as usual, and nothing is stored. Renderings live
-in the "page_fragments" cache (per process, ``settings.CACHES``), beside the pending
+for a stand-in user), the body renders as usual, and nothing is stored; nor when a value
+is ``NO_STORE`` (what it shows changes with every request). Renderings live in the
+"page_fragments" cache (per process, ``settings.CACHES``), or the one named after
+``using`` (``{% fragment "group-content" key using "page_renderings" %}``: large regions
+in a cache of their own, so they never push the small ones out), beside the pending
 table's ``{% cache %}`` renderings ("template_fragments").
 """
 
@@ -40,6 +43,10 @@ register = template.Library()
 CACHE_ALIAS = "page_fragments"
 #: The pending table's {% cache %} renderings (Django's tag, ``ackboard_rows``).
 TABLES_ALIAS = "template_fragments"
+#: Whole page regions (the group page's content: dashboard.views.pages).
+PAGES_ALIAS = "page_renderings"
+#: A value that says "render, store nothing": what the region shows changes every request.
+NO_STORE = "ackboard-fragment-no-store"
 #: How long a rendering is kept (s); entries are small and keyed by content anyway.
 TIMEOUT_S = 300
 #: Replaced by the request's masked token in every response; random per process.
@@ -66,23 +73,30 @@ def _user_key(context: template.Context) -> tuple[Any, ...] | None:
 
 class FragmentNode(template.Node):
     def __init__(
-        self, nodelist: template.NodeList, name: str, vary: list[FilterExpression]
+        self,
+        nodelist: template.NodeList,
+        name: str,
+        vary: list[FilterExpression],
+        alias: str = CACHE_ALIAS,
     ) -> None:
         self.nodelist = nodelist
         self.name = name
         self.vary = vary
+        self.alias = alias
 
     def render(self, context: template.Context) -> str:
         user_key = _user_key(context)
         if user_key is None:
             return self.nodelist.render(context)
         values = tuple(expr.resolve(context) for expr in self.vary)
+        if any(isinstance(v, str) and v == NO_STORE for v in values):
+            return self.nodelist.render(context)
         digest = hashlib.blake2b(
             repr((_VERSION, self.name, user_key, values)).encode(), digest_size=20
         ).hexdigest()
         key = f"ackboard.fragment.{self.name}.{digest}"
         try:
-            cache = caches[CACHE_ALIAS]
+            cache = caches[self.alias]
         except InvalidCacheBackendError:  # settings without it: render, store nothing
             return self.nodelist.render(context)
         stored: str | None = cache.get(key)
@@ -97,15 +111,31 @@ class FragmentNode(template.Node):
         return stored.replace(_TOKEN_PLACEHOLDER, str(context.get("csrf_token", "")))
 
 
+@register.filter
+def or_no_store(key: Any) -> Any:
+    """``key``, or ``NO_STORE`` when there is none: a region whose key the view computes
+    is never stored under an empty one by a rendering that did not compute it."""
+    return key if key else NO_STORE
+
+
 @register.tag("fragment")
 def fragment(parser: Parser, token: Token) -> FragmentNode:
-    """``{% fragment "name" value… %}…{% endfragment %}``: see the module's docstring."""
+    """``{% fragment "name" value… [using "alias"] %}…{% endfragment %}``: see the
+    module's docstring."""
     bits = token.split_contents()
     if len(bits) < 2 or bits[1][0] not in "'\"" or bits[1][0] != bits[1][-1]:
         raise template.TemplateSyntaxError("fragment takes a quoted name, then the values")
+    alias = CACHE_ALIAS
+    if len(bits) >= 4 and bits[-2] == "using":
+        quoted = bits[-1]
+        if quoted[0] not in "'\"" or quoted[0] != quoted[-1]:
+            raise template.TemplateSyntaxError("fragment: using takes a quoted cache alias")
+        alias, bits = quoted[1:-1], bits[:-2]
     nodelist = parser.parse(("endfragment",))
     parser.delete_first_token()
-    return FragmentNode(nodelist, bits[1][1:-1], [parser.compile_filter(b) for b in bits[2:]])
+    return FragmentNode(
+        nodelist, bits[1][1:-1], [parser.compile_filter(b) for b in bits[2:]], alias
+    )
 
 
 @receiver(setting_changed)
@@ -115,6 +145,6 @@ def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     ``CACHES`` itself may leave no such cache: nothing to empty then.)"""
     if not setting.startswith("ACKBOARD_"):
         return
-    for alias in (CACHE_ALIAS, TABLES_ALIAS):
+    for alias in (CACHE_ALIAS, TABLES_ALIAS, PAGES_ALIAS):
         with contextlib.suppress(InvalidCacheBackendError):
             caches[alias].clear()

@@ -88,7 +88,8 @@ class StopControl:
         ``uv run`` a process-group signal arrives twice, the forwarded copy of a last
         Ctrl-C up to 200 ms later, possibly after the loop ended, where Python's default
         would raise KeyboardInterrupt in the shutdown (a traceback and exit status 130).
-        Without a signal the previous handlers come back (a library caller's)."""
+        Without a signal they are back to Python's defaults, as ``remove_signal_handler``
+        leaves them (SIGINT raises KeyboardInterrupt)."""
         for sig in installed:
             loop.remove_signal_handler(sig)
             if self.signalled:

@@ -35,6 +35,7 @@ from dashboard.templatetags.ackboard_fragments import NO_STORE, PAGES_ALIAS
 from dashboard.views.pages import GROUP_CONTEXT_KEYS, group_content_key, group_context
 from queue_core import control
 from tests.dashboard.action_helpers import MakeClient
+from tests.dashboard.test_fleet import beat
 from tests.factories import indexed_failure, make_pending
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
@@ -109,30 +110,6 @@ def assert_current(client: Client, stream: str) -> str:
     return served
 
 
-def _beat(r: redis.Redis, stream: str, consumer: str, pause: control.Pause | None) -> None:
-    now = int(time.time() * 1000)
-    control.heartbeat_send(
-        client=r,
-        stream=stream,
-        group="g",
-        beat=control.Heartbeat(
-            consumer=consumer,
-            host="web-1",
-            pid=7,
-            version="1",
-            concurrency=2,
-            running=1,
-            buffered=0,
-            processed=5,
-            failed=1,
-            started_ms=now - 60_000,
-            seen_ms=now,
-            paused=pause is not None,
-            pause_at_ms=None if pause is None else pause.at_ms,
-        ),  # fmt: skip
-    )
-
-
 class GroupContentCacheTests:
     def test_each_change_the_page_shows_is_never_served_the_stored_content(
         self, r: redis.Redis, stream: str, make_client: MakeClient
@@ -157,7 +134,7 @@ class GroupContentCacheTests:
         paused = assert_current(client, stream)
         assert paused != grown and "deploy" in paused
 
-        _beat(r, stream, "c1", pause)
+        beat(r, stream, "c1", pause=pause)
         beating = assert_current(client, stream)
         assert beating != paused and 'data-worker="c1"' in beating
 

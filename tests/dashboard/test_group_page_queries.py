@@ -23,6 +23,7 @@ from dashboard.fleet import fleet_read
 from dashboard.views.pages import group_context
 from queue_core import control, selectors
 from tests.dashboard.action_helpers import MakeClient
+from tests.dashboard.test_fleet import beat
 from tests.factories import CountingRedis, make_pending
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
@@ -85,30 +86,6 @@ def counting(redis_url: str) -> Iterator[CountingRedis]:
     client.close()
 
 
-def _beat(r: redis.Redis, stream: str, consumer: str, pause: control.Pause | None) -> None:
-    now = int(time.time() * 1000)
-    control.heartbeat_send(
-        client=r,
-        stream=stream,
-        group="g",
-        beat=control.Heartbeat(
-            consumer=consumer,
-            host="web-1",
-            pid=7,
-            version="1",
-            concurrency=2,
-            running=1,
-            buffered=0,
-            processed=5,
-            failed=1,
-            started_ms=now - 60_000,
-            seen_ms=now,
-            paused=pause is not None,
-            pause_at_ms=None if pause is None else pause.at_ms,
-        ),  # fmt: skip
-    )
-
-
 def _rows(context: dict[str, Any]) -> list[tuple[str, str, int, str]]:
     return [(row.id, row.consumer, row.deliveries, row.preview) for row in context["rows"]]
 
@@ -127,7 +104,7 @@ class GroupPageRoundTripTests:
             client=r, stream=stream, group="g", by="olga", reason="deploy", until_ms=None,
             now_ms=now,
         )  # fmt: skip
-        _beat(r, stream, "c1", pause)
+        beat(r, stream, "c1", pause=pause)
         counting.round_trips = 0
         context = group_context(client=counting, stream=stream, group="g")
         assert counting.round_trips == 1

@@ -12,8 +12,10 @@ parsed schema is warm (SQLite re-reads it by itself when another process migrate
 Safe to share across threads one at a time: Django opens SQLite connections with
 ``check_same_thread=False`` and guards sharing itself, and a connection is only ever in
 one request's hands (taken from the list, or put back after its request closed it). A
-connection in a transaction, or after a database error, is closed for real, never kept;
-an in-memory database (the tests') is never closed, as in Django.
+connection still in a transaction (or in an atomic block) is closed for real, never kept,
+and so is one closed while Django still marks a database error on it (at a request's end
+Django first checks such a connection and clears the mark: a SQLite connection stays
+usable after an error); an in-memory database (the tests') is never closed, as in Django.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from unittest import mock
 import pytest
 import redis
 from django.core.cache import caches
+from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
@@ -36,7 +37,7 @@ from dashboard.views.pages import GROUP_CONTEXT_KEYS, group_content_key, group_c
 from queue_core import control
 from tests.dashboard.action_helpers import MakeClient
 from tests.dashboard.test_fleet import beat
-from tests.factories import indexed_failure, make_pending
+from tests.factories import indexed_failure, make_pending, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
 
@@ -259,6 +260,17 @@ class GroupContentCacheTests:
             replace(h, seen=not h.seen) for h in context["health"].consumers
         ))}  # fmt: skip
         assert group_content_key(unseen) != key
+
+    def test_a_rendering_without_the_view_s_key_stores_nothing(
+        self, r: redis.Redis, stream: str, rf: Any, django_user_model: Any
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 2)
+        request = rf.get(_url(stream))
+        request.user = make_user(django_user_model, "olga", "view_queues")
+        context = group_context(client=r, stream=stream, group="g")  # no content_key
+        html = render_to_string("dashboard/group.html", context, request=request)
+        assert html.count('name="ids"') >= 2  # the page, rendered
+        assert _stored() == {}
 
     def test_the_key_lists_every_context_value(self) -> None:
         context = dict.fromkeys(GROUP_CONTEXT_KEYS) | {"novel": 1}

@@ -483,11 +483,8 @@ def group_detail(*, client: Client, stream: str, group: str) -> GroupDetail | No
     return _group_detail_finish(client, stream, group, replies)
 
 
-#: Commands ``_group_detail_queue`` adds to a pipeline.
-_DETAIL_COMMANDS = 6
-
-
-def _group_detail_queue(pipe: Any, stream: str, group: str) -> None:
+def _group_detail_queue(pipe: Any, stream: str, group: str) -> int:
+    """Adds ``group_detail``'s commands to ``pipe``; returns how many."""
     companions = _companions(stream)
     pipe.xinfo_stream(stream)
     pipe.xinfo_groups(stream)
@@ -495,6 +492,7 @@ def _group_detail_queue(pipe: Any, stream: str, group: str) -> None:
     pipe.xpending(stream, group)
     pipe.xlen(companions[0] if companions else _NO_KEY)
     pipe.xlen(companions[1] if companions else _NO_KEY)
+    return 6
 
 
 def _group_detail_finish(
@@ -775,7 +773,7 @@ def group_page(
     cursor = _id_after(start) if start else "-"
     plain = min_idle_ms <= 0
     pipe = client.pipeline(transaction=False)
-    _group_detail_queue(pipe, stream, group)
+    detail_n = _group_detail_queue(pipe, stream, group)
     pending_n = (
         _pending_plain_queue(pipe, stream, group, cursor, PENDING_PAGE_SIZE, consumer, True)
         if plain
@@ -784,7 +782,7 @@ def group_page(
     also_n = also(pipe) if also is not None else 0
     replies = pipe.execute(raise_on_error=False)
     _raise_transport(replies)
-    head, rest = replies[:_DETAIL_COMMANDS], replies[_DETAIL_COMMANDS:]
+    head, rest = replies[:detail_n], replies[detail_n:]
     extra = list(rest[pending_n : pending_n + also_n])
     detail = _group_detail_finish(client, stream, group, head)
     if detail is None:

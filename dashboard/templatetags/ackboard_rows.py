@@ -115,6 +115,19 @@ _TABLE_VERSION = "pending-table-3"
 _ROW_PERMISSIONS = ("dashboard.retry_entry", *(perm for perm, *_ in _OPENERS))
 
 
+def pending_rows_shown(rows: Any, due_ms: int) -> tuple[tuple[Any, ...], ...]:
+    """The pending rows as the table shows them (``pending_table_key``, and the group
+    page's content key): each row's id, owner, delivery count, delivery instant, whether
+    Retry is due, preview, "payload missing" and last failure."""
+    return tuple(
+        (
+            r.id, r.consumer, r.deliveries, r.delivered_ms, r.idle_ms >= due_ms,
+            r.preview, r.payload_missing, r.last_failure,
+        )
+        for r in rows
+    )  # fmt: skip
+
+
 @register.simple_tag(takes_context=True)
 def pending_table_key(context: template.Context) -> str:
     """A digest of everything the ``pending-table`` partial of group.html shows, which
@@ -139,13 +152,7 @@ def pending_table_key(context: template.Context) -> str:
     stream, group = context["stream"], context["group"]
     filters, page = context["filters"], context["page"]
     urls = row_urls(stream, group)
-    rows = tuple(
-        (
-            r.id, r.consumer, r.deliveries, r.delivered_ms, r.idle_ms >= due_ms,
-            r.preview, r.payload_missing, r.last_failure,
-        )
-        for r in context["rows"]
-    )  # fmt: skip
+    rows = pending_rows_shown(context["rows"], due_ms)
     parts = (
         _TABLE_VERSION, stream, group, context.get("snapshot_id"),
         filters.consumer, filters.min_idle_s, filters.start,

@@ -39,6 +39,7 @@ from dashboard.permissions import queues_view_required
 from dashboard.templatetags.ackboard import human_ms, since_ms
 from dashboard.templatetags.ackboard_actions import retry_idle_ms
 from dashboard.templatetags.ackboard_fragments import NO_STORE
+from dashboard.templatetags.ackboard_rows import pending_rows_shown
 from dashboard.views import admin_actions, charts, edit_replay
 from queue_core import health as queue_health
 from queue_core import selectors
@@ -503,11 +504,7 @@ def group_content_key(context: dict[str, Any], *, reset: Any = None) -> str:
             (c.seen, *_consumer_shown(c.info, now)) for c in health.consumers
         )),
         context["health_ok"], context["health_reason"], context["snapshot_id"],
-        tuple(
-            (r.id, r.consumer, r.deliveries, r.delivered_ms, r.idle_ms >= due_ms, r.preview,
-             r.payload_missing, r.last_failure)
-            for r in context["rows"]
-        ),
+        pending_rows_shown(context["rows"], due_ms),
         replace(page, rows=()),
         context["filters"], context["next_query"], context["first_query"],
         context["idle_presets"], context["scan_budget"], context["fleet"], context["rates"],

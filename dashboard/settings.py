@@ -240,7 +240,10 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out username+address before any password is checked.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, the session's user read by one prepared statement
+    # (dashboard/auth.py). Sessions logged in before it named ModelBackend's own path and
+    # must log in once more.
+    "dashboard.auth.UserBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"
@@ -425,7 +428,8 @@ CACHES: dict[str, dict[str, Any]] = {
         "OPTIONS": {"MAX_ENTRIES": 64},
     },
     "sessions": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Django's RedisCache, one client per process (dashboard/sessions.py)
+        "BACKEND": "dashboard.sessions.SessionCache",
         "LOCATION": ACKBOARD_CHANNELS_URL,
         "KEY_PREFIX": "ackboard:sessions",
         "OPTIONS": {

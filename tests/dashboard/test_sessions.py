@@ -17,6 +17,7 @@ import pytest
 import redis
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.core.cache import caches
 from django.db import connection
 from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
@@ -34,7 +35,7 @@ def _caches(location: str, prefix: str) -> dict[str, dict[str, Any]]:
     return {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
         "sessions": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "dashboard.sessions.SessionCache",
             "LOCATION": location,
             "KEY_PREFIX": prefix + "sessions",
             "OPTIONS": {
@@ -185,3 +186,17 @@ class SharedPoolTests:
         for _ in range(8):
             assert await request() == 200
         assert r.info("stats")["total_connections_received"] - before <= 1
+
+    def test_request_contexts_share_one_client_and_one_redis(self) -> None:
+        """Django makes a cache object per request context and its client a ``redis.Redis``
+        per call (~60 us each); SessionCache makes both once per process."""
+        first, second = (contextvars.Context().run(lambda: caches["sessions"]) for _ in "ab")
+        assert isinstance(first, sessions.SessionCache)
+        assert isinstance(second, sessions.SessionCache)
+        assert first is not second  # one per context, as Django makes them
+        assert first._cache is second._cache
+        client = first._cache.get_client("k")
+        assert client is second._cache.get_client("k", write=True) is first._cache.get_client()
+        assert isinstance(client, redis.Redis)
+        first.set("shared", {"a": 1})
+        assert second.get("shared") == {"a": 1}

@@ -418,9 +418,9 @@ CACHES: dict[str, dict[str, Any]] = {
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 1000},
     },
-    # The group page's whole content ({% fragment … using "page_renderings" %}, keyed by
-    # everything it shows: dashboard.views.pages.group_content_key), per process: ~110 KB
-    # each, at most ~7 MB.
+    # Whole group pages (base.html's {% fragment "page" … using "page_renderings" %}, keyed
+    # by everything they show: dashboard.views.pages.group_content_key), per process:
+    # ~116 KB each, at most ~7.5 MB.
     "page_renderings": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "ackboard-page-renderings",

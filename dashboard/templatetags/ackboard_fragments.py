@@ -4,8 +4,10 @@ Django's ``{% cache %}`` can't hold a region with a form: the CSRF token it woul
 the first visitor's, and each response must carry the current user's token, masked
 afresh (Django's BREACH mitigation, which the compressed pages rely on). This tag renders
 its body with a per-process placeholder in place of the token and stores that; every
-response gets the placeholder replaced with the request's own masked token. The
-placeholder is random per process, so no payload can contain it.
+response gets the placeholder replaced with the request's own masked token. The same goes
+for the server's clock (``{% server_clock %}``, base.html's): each response carries the
+second it was served. The placeholders are random per process, so no payload can contain
+them.
 
     {% fragment "row-action-forms" stream group %}…{% endfragment %}
 
@@ -20,9 +22,9 @@ Without a logged-in request and its CSRF token in the context (a live push's ren
 for a stand-in user), the body renders as usual, and nothing is stored; nor when a value
 is ``NO_STORE`` (what it shows changes with every request). Renderings live in the
 "page_fragments" cache (per process, ``settings.CACHES``), or the one named after
-``using`` (``{% fragment "group-content" key using "page_renderings" %}``: large regions
-in a cache of their own, so they never push the small ones out), beside the pending
-table's ``{% cache %}`` renderings ("template_fragments").
+``using`` (base.html's ``{% fragment "page" page_key|or_no_store using "page_renderings" %}``:
+whole pages in a cache of their own, so they never push the small ones out), beside the
+pending table's ``{% cache %}`` renderings ("template_fragments").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
+import time
 from typing import Any
 
 from django import template
@@ -51,7 +54,11 @@ NO_STORE = "ackboard-fragment-no-store"
 TIMEOUT_S = 300
 #: Replaced by the request's masked token in every response; random per process.
 _TOKEN_PLACEHOLDER = "ackboard-csrf-" + secrets.token_hex(16)
-_VERSION = "fragment-1"
+#: Replaced by the second each response is served in (``{% server_clock %}``).
+_CLOCK_PLACEHOLDER = "ackboard-clock-" + secrets.token_hex(16)
+#: The context variable ``{% server_clock %}`` reads while a fragment is being stored.
+_CLOCK_VAR = "ackboard_fragment_clock"
+_VERSION = "fragment-2"
 
 
 def _user_key(context: template.Context) -> tuple[Any, ...] | None:
@@ -85,11 +92,11 @@ class FragmentNode(template.Node):
         self.alias = alias
 
     def render(self, context: template.Context) -> str:
-        user_key = _user_key(context)
-        if user_key is None:
-            return self.nodelist.render(context)
         values = tuple(expr.resolve(context) for expr in self.vary)
         if any(isinstance(v, str) and v == NO_STORE for v in values):
+            return self.nodelist.render(context)
+        user_key = _user_key(context)
+        if user_key is None:
             return self.nodelist.render(context)
         digest = hashlib.blake2b(
             repr((_VERSION, self.name, user_key, values)).encode(), digest_size=20
@@ -101,14 +108,30 @@ class FragmentNode(template.Node):
             return self.nodelist.render(context)
         stored: str | None = cache.get(key)
         if stored is None:
-            with context.push(csrf_token=_TOKEN_PLACEHOLDER):
+            with context.push({"csrf_token": _TOKEN_PLACEHOLDER, _CLOCK_VAR: _CLOCK_PLACEHOLDER}):
                 stored = self.nodelist.render(context)
             cache.set(key, stored, TIMEOUT_S)
+        if _CLOCK_PLACEHOLDER in stored:
+            stored = stored.replace(_CLOCK_PLACEHOLDER, _clock())
         if _TOKEN_PLACEHOLDER not in stored:
             return stored
         # The request's own token (the csrf context processor's lazy get_token), masked
         # afresh for this response, as {% csrf_token %} would have written it.
         return stored.replace(_TOKEN_PLACEHOLDER, str(context.get("csrf_token", "")))
+
+
+def _clock() -> str:
+    """The server's clock in whole seconds since the epoch (``{% now "U" %}``)."""
+    return str(int(time.time()))
+
+
+@register.simple_tag(takes_context=True)
+def server_clock(context: template.Context) -> str:
+    """The server's clock in whole seconds (what ``{% now "U" %}`` writes), which the
+    browser's relative times start from: in a stored fragment, the second each response
+    is served in."""
+    stored: str | None = context.get(_CLOCK_VAR)
+    return stored if stored is not None else _clock()
 
 
 @register.filter

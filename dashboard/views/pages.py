@@ -23,6 +23,7 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -472,9 +473,9 @@ def _consumer_shown(info: ConsumerInfo, now_ms: int) -> tuple[Any, ...]:
 
 
 def group_content_key(context: dict[str, Any], *, reset: Any = None) -> str:
-    """A digest of everything the group page's content shows (group.html's content block,
-    reused whole while it is unchanged: ``{% fragment "group-content" … %}``, which adds
-    the request's path, user and permissions and puts the request's own CSRF token in).
+    """A digest of everything the group page shows (group.html, reused whole while it is
+    unchanged: base.html's ``{% fragment "page" page_key … %}``, which adds the request's
+    path, user and permissions, and puts the request's own CSRF token and clock in).
 
     Every ``group_context`` value is in it as it is, except the ones that change with
     each request while the page shows them the same: ``now_ms`` (only the consumer table
@@ -681,13 +682,15 @@ def group_detail(request: HttpRequest, stream: str, group: str) -> HttpResponse:
         consumer=consumer,
         min_idle_s=_min_idle_s(request),
     )
-    if not getattr(request, "htmx", False):  # the whole page: its content may be reused
+    # The whole page may be reused (base.html's {% fragment "page" %}), not while a flash
+    # message waits to be shown (it is shown once, by the rendering that reads it).
+    if not getattr(request, "htmx", False) and not messages.get_messages(request):
         reset = (
             admin_actions.last_reset(stream=stream, group=group)
             if request.user.has_perm("dashboard.administer_group")
             else None
         )
-        context["content_key"] = group_content_key(context, reset=reset)
+        context["page_key"] = group_content_key(context, reset=reset)
     return _render(
         request,
         "dashboard/group.html",

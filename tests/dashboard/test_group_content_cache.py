@@ -1,5 +1,5 @@
-"""The group page's content is reused whole while it shows the same, and never served for
-another state (``{% fragment "group-content" … %}`` under
+"""The group page is reused whole while it shows the same, and never served for another
+state (base.html's ``{% fragment "page" page_key … %}`` under
 ``dashboard.views.pages.group_content_key``).
 
 Each test loads the page, proves the next load is the stored rendering (it is tampered
@@ -10,7 +10,8 @@ rendering says (every rendering cache bypassed), never the stored one. Per-respo
 values are taken out before comparing: the CSRF tokens (masked afresh in every response)
 and the server's clock in base.html. One retry absorbs a second boundary crossed between
 the two loads (idle times are shown as instants, rounded to the second); a stale
-rendering differs every time.
+rendering differs every time. A reused page still carries the second it was served in, and
+a flash message waiting to be shown is shown once, by a page rendered for it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from unittest import mock
 
 import pytest
 import redis
+from django.contrib import messages
+from django.contrib.messages.storage.cookie import CookieStorage
 from django.core.cache import caches
+from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
@@ -267,10 +271,42 @@ class GroupContentCacheTests:
         make_pending(r, stream, "g", "c1", 2)
         request = rf.get(_url(stream))
         request.user = make_user(django_user_model, "olga", "view_queues")
-        context = group_context(client=r, stream=stream, group="g")  # no content_key
+        context = group_context(client=r, stream=stream, group="g")  # no page_key
         html = render_to_string("dashboard/group.html", context, request=request)
         assert html.count('name="ids"') >= 2  # the page, rendered
         assert _stored() == {}
+
+    def test_a_reused_page_carries_the_second_it_is_served_in(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 2)
+        client = make_client("olga", "view_queues")
+        assert_reused(client, stream)
+        time.sleep(1.1)
+        before = int(time.time())
+        page = client.get(_url(stream)).content.decode()
+        after = int(time.time())
+        assert _TAMPER in page  # still the stored rendering
+        clock = re.search(r'<meta name="ackboard-now" content="(\d+)">', page)
+        assert clock is not None and before <= int(clock[1]) <= after
+
+    def test_a_waiting_flash_message_is_shown_once_and_never_stored(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, rf: Any
+    ) -> None:
+        make_pending(r, stream, "g", "c1", 2)
+        client = make_client("olga", "view_queues")
+        assert_reused(client, stream)  # stored, and tampered with
+        # A flash message waits (what a plain-HTML action's redirect back leaves).
+        storage = CookieStorage(rf.get("/"))
+        storage.add(messages.WARNING, "Nothing to retry: flash-7f3a")
+        carrier = HttpResponse()
+        storage.update(carrier)
+        client.cookies["messages"] = carrier.cookies["messages"].value
+        shown = client.get(_url(stream)).content.decode()
+        assert "flash-7f3a" in shown and _TAMPER not in shown  # rendered for the message
+        assert len(_stored()) == 1  # and not stored
+        again = client.get(_url(stream)).content.decode()
+        assert "flash-7f3a" not in again and _TAMPER in again  # shown once; reuse resumes
 
     def test_the_key_lists_every_context_value(self) -> None:
         context = dict.fromkeys(GROUP_CONTEXT_KEYS) | {"novel": 1}

@@ -400,10 +400,12 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
 # half a second at most before the database answers instead.
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # The three caches of rendered HTML below keep their strings as they are, unpickled
+    # (dashboard/caches.py: Django's LocMemCache otherwise).
     # {% cache %} renderings (the group page's pending table, keyed by a digest of what it
     # shows: templatetags/ackboard_rows.py), per process: at most ~100 tables of ~100 KB.
     "template_fragments": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "BACKEND": "dashboard.caches.RenderingCache",
         "LOCATION": "ackboard-fragments",
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 100},
@@ -413,7 +415,7 @@ CACHES: dict[str, dict[str, Any]] = {
     # templatetags/ackboard_fragments.py), per process, apart from the tables above so
     # that many users and pages never push the tables out: at most ~5 MB.
     "page_fragments": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "BACKEND": "dashboard.caches.RenderingCache",
         "LOCATION": "ackboard-page-fragments",
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 1000},
@@ -422,7 +424,7 @@ CACHES: dict[str, dict[str, Any]] = {
     # by everything they show: dashboard.views.pages.group_content_key), per process:
     # ~116 KB each, at most ~7.5 MB.
     "page_renderings": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "BACKEND": "dashboard.caches.RenderingCache",
         "LOCATION": "ackboard-page-renderings",
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 64},

@@ -20,6 +20,7 @@ stream or a companion in the stream's slot.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -130,8 +131,13 @@ def _companions(stream: str) -> tuple[str, str] | None:
 
 
 def _entry(item: Any) -> StreamEntry:
+    """An entry from redis-py's parsed reply (fields as a dict) or Redis's own (a flat
+    list of names and values: ``_lean_pipeline``)."""
     entry_id, fields = item
-    pairs = tuple((bytes(k), bytes(v)) for k, v in (fields or {}).items())
+    if isinstance(fields, list):
+        pairs = tuple(zip(fields[::2], fields[1::2], strict=True))
+    else:
+        pairs = tuple((bytes(k), bytes(v)) for k, v in (fields or {}).items())
     return StreamEntry(id=_text(entry_id), fields=pairs)
 
 
@@ -174,14 +180,57 @@ def _group_info(raw: Mapping[str, Any]) -> GroupInfo:
     )
 
 
-def _pending_row(raw: Mapping[str, Any], entry: StreamEntry | None = None) -> PendingRow:
-    return PendingRow(
-        id=_text(raw["message_id"]),
-        consumer=_text(raw["consumer"]),
-        idle_ms=int(raw["time_since_delivered"]),
-        deliveries=int(raw["times_delivered"]),
-        entry=entry,
-    )
+def _pending_row(
+    raw: Mapping[str, Any] | Sequence[Any],
+    entry: StreamEntry | None = None,
+    *,
+    entries: Mapping[str, StreamEntry] | None = None,
+) -> PendingRow:
+    """A pending row from redis-py's parsed reply (a dict) or Redis's own (id, consumer,
+    idle ms, deliveries: ``_lean_pipeline``), with ``entry`` or its entry in ``entries``."""
+    if isinstance(raw, Mapping):
+        entry_id, consumer = raw["message_id"], raw["consumer"]
+        idle_ms, deliveries = raw["time_since_delivered"], raw["times_delivered"]
+    else:
+        entry_id, consumer, idle_ms, deliveries = raw
+    row_id = _text(entry_id)
+    if entries is not None:
+        entry = entries.get(row_id)
+    return PendingRow(row_id, _text(consumer), int(idle_ms), int(deliveries), entry)
+
+
+def _pending_summary(reply: Any) -> tuple[int, str | None, str | None]:
+    """An XPENDING summary's count, oldest and newest id, from redis-py's parsed reply (a
+    dict) or Redis's own ([count, min, max, consumers]: ``_lean_pipeline``)."""
+    if isinstance(reply, Mapping):
+        found = (reply.get("pending", 0), reply.get("min"), reply.get("max"))
+    else:
+        found = (reply[0], reply[1], reply[2])
+    return int(found[0] or 0), _text(found[1]) or None, _text(found[2]) or None
+
+
+#: Replies the group page reads as Redis sends them (``_lean_pipeline``).
+_OWN_PARSE = ("XPENDING", "XRANGE")
+_lean_callbacks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _lean_pipeline(client: Client) -> Any:
+    """A pipeline (no transaction) whose XPENDING and XRANGE replies are Redis's own
+    lists, not redis-py's dicts: ``_pending_row``, ``_pending_summary`` and ``_entry``
+    read either. redis-py builds a dict per pending row and per entry's fields, which on
+    the group page (51 rows, 50 payloads) cost more than Redis's work and the round trip
+    together. A cluster pipeline parses replies through its nodes' clients: it keeps
+    redis-py's (the same answers)."""
+    pipe = client.pipeline(transaction=False)
+    if isinstance(client, redis.Redis):
+        lean = _lean_callbacks.get(client)
+        if lean is None:
+            lean = type(client.response_callbacks)(client.response_callbacks)
+            for name in _OWN_PARSE:
+                lean.pop(name, None)
+            _lean_callbacks[client] = lean
+        pipe.response_callbacks = lean
+    return pipe
 
 
 # --- discovery and the overview ---------------------------------------------------------
@@ -513,13 +562,14 @@ def _group_detail_finish(
         )
         group_info = replace(group_info, oldest_undelivered_ms=_id_ms(undelivered_id))
     waiting_id = undelivered_id if _may_wait(group_info, stream_info.length) else None
+    pending, oldest_pending_id, newest_pending_id = _pending_summary(summary)
     return GroupDetail(
         stream=stream_info,
         group=group_info,
         consumers=tuple(_consumer_info(c) for c in consumers_raw),
-        pending=int(summary.get("pending", 0)),
-        oldest_pending_id=_text(summary.get("min")) or None,
-        newest_pending_id=_text(summary.get("max")) or None,
+        pending=pending,
+        oldest_pending_id=oldest_pending_id,
+        newest_pending_id=newest_pending_id,
         waiting_id=waiting_id,
         oldest_undelivered_ms=group_info.oldest_undelivered_ms,
     )
@@ -606,13 +656,7 @@ def _pending_plain_finish(replies: Sequence[Any], count: int, with_entries: bool
     if isinstance(replies[0], Exception):
         raise replies[0]
     raw = replies[0]
-    rows = [_pending_row(r) for r in raw[:count]]
-    scan = _PendingScan(
-        rows=rows,
-        scanned=len(raw),
-        last_seen=rows[-1].id if rows else None,
-        more=len(raw) > count,
-    )
+    scan = _PendingScan(scanned=len(raw), more=len(raw) > count)
     near = replies[1] if with_entries else None
     if isinstance(near, list):
         for item in near:
@@ -620,6 +664,10 @@ def _pending_plain_finish(replies: Sequence[Any], count: int, with_entries: bool
                 entry = _entry(item)
                 scan.entries[entry.id] = entry
         scan.entries_to = "+" if len(near) < count else _text(near[-1][0])
+    # Each row made once, with its entry when the read beside it had it.
+    entries = scan.entries
+    scan.rows = [_pending_row(item, entries=entries) for item in raw[:count]]
+    scan.last_seen = scan.rows[-1].id if scan.rows else None
     return scan
 
 
@@ -665,23 +713,22 @@ def _with_entries(
     known: Mapping[str, StreamEntry] | None = None,
     known_to: str | None = None,
 ) -> list[PendingRow]:
-    """The rows with their payloads: those in ``known`` (complete up to ``known_to``), the
-    rest by one pipelined round trip (``entries_fetch``), none when ``known`` covers them."""
+    """The rows with their payloads: those already with theirs or in ``known`` (complete up
+    to ``known_to``), the rest by one pipelined round trip (``entries_fetch``), none when
+    ``known`` covers them. A row whose entry is in neither keeps ``entry`` None."""
     known = known or {}
     wanted = [
         r.id
         for r in rows
-        if r.id not in known and not (known_to and (known_to == "+" or _id_le(r.id, known_to)))
+        if r.entry is None
+        and r.id not in known
+        and not (known_to and (known_to == "+" or _id_le(r.id, known_to)))
     ]
     entries = {**known, **entries_fetch(client=client, stream=stream, ids=wanted)}
     return [
-        PendingRow(
-            id=r.id,
-            consumer=r.consumer,
-            idle_ms=r.idle_ms,
-            deliveries=r.deliveries,
-            entry=entries.get(r.id),
-        )
+        r
+        if r.entry is not None or r.id not in entries
+        else PendingRow(r.id, r.consumer, r.idle_ms, r.deliveries, entries[r.id])
         for r in rows
     ]
 
@@ -772,7 +819,7 @@ def group_page(
     when ``detail`` is."""
     cursor = _id_after(start) if start else "-"
     plain = min_idle_ms <= 0
-    pipe = client.pipeline(transaction=False)
+    pipe = _lean_pipeline(client)
     detail_n = _group_detail_queue(pipe, stream, group)
     pending_n = (
         _pending_plain_queue(pipe, stream, group, cursor, PENDING_PAGE_SIZE, consumer, True)

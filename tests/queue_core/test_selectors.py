@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import redis
 
 from queue_core import selectors, services
 from queue_core.keys import stream_keys
+from queue_core.types import GroupDetail
 from tests.factories import CountingRedis, add_entries, make_group, make_pending
 
 
@@ -271,6 +273,60 @@ class PendingPayloadReadTests:
         rows, _ = _read_page(counting, stream, None, None)
         assert counting.round_trips == 1
         assert [row[2] is None for row in rows] == [False] * 4 + [True]
+
+
+class GroupPageTests:
+    """``group_page`` reads the header and a pending page in one round trip, parsing the
+    XPENDING and XRANGE replies itself (``_lean_pipeline``); what it returns is exactly
+    what ``group_detail`` and ``pending_page`` return through redis-py's parsing."""
+
+    def test_the_same_answers_as_the_separate_reads_whatever_the_gaps(
+        self, r: redis.Redis, stream: str
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 80)
+        ids += make_pending(r, stream, "g", "c2", 80, create=False)
+        r.xack(stream, "g", *ids[20:45])  # a gap: rows fetched after
+        r.xdel(stream, ids[5], ids[70])  # pending, payload gone
+        binary = r.xadd(stream, {b"\xff\x00name": b"\x80value", "json": '{"a": 1}'})
+        r.xreadgroup("g", "c3", {stream: ">"})
+        for consumer in (None, "c1", "c3"):
+            start = None
+            while True:
+                got = selectors.group_page(client=r, stream=stream, group="g", start=start,
+                                           consumer=consumer)  # fmt: skip
+                detail = selectors.group_detail(client=r, stream=stream, group="g")
+                page = selectors.pending_page(client=r, stream=stream, group="g", start=start,
+                                              consumer=consumer)  # fmt: skip
+                assert detail is not None and got.detail is not None
+                assert _still(got.detail) == _still(detail)
+                assert page is not None and got.page is not None
+                assert _still(got.page) == _still(page)
+                if page.next_start is None:
+                    break
+                start = page.next_start
+        [row] = selectors.group_page(client=r, stream=stream, group="g", consumer="c3").page.rows
+        assert row.id == binary.decode() and row.entry is not None
+        assert row.entry.fields == ((b"\xff\x00name", b"\x80value"), (b"json", b'{"a": 1}'))
+        first = selectors.group_page(client=r, stream=stream, group="g").page
+        assert first is not None and first.rows[5].entry is None  # deleted: payload missing
+        assert first.rows[0].entry is not None and first.rows[0].entry.id == ids[0]
+
+    def test_the_clients_own_parsing_is_left_as_it_was(self, r: redis.Redis, stream: str) -> None:
+        make_pending(r, stream, "g", "c1", 2)
+        selectors.group_page(client=r, stream=stream, group="g")
+        assert isinstance(r.xpending(stream, "g"), dict)
+        assert isinstance(r.xpending_range(stream, "g", "-", "+", 1)[0], dict)
+        assert isinstance(r.xrange(stream, count=1)[0][1], dict)
+
+
+def _still(read: Any) -> Any:
+    """``read`` with the times that grow between two reads (idle, inactive) set to 0."""
+    if isinstance(read, GroupDetail):
+        return replace(read, consumers=tuple(
+            replace(c, idle_ms=0, inactive_ms=None if c.inactive_ms is None else 0)
+            for c in read.consumers
+        ))  # fmt: skip
+    return replace(read, rows=tuple(replace(row, idle_ms=0) for row in read.rows))
 
 
 def _before(ids: list[str], entry_id: str) -> str | None:

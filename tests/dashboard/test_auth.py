@@ -106,3 +106,15 @@ def test_a_login_is_kept_by_it_and_pages_load_their_user_through_it(
     with mock.patch.object(UserBackend, "get_user", wraps=UserBackend().get_user) as loads:
         assert client.get(reverse("dashboard:failure-search")).status_code == 200
     loads.assert_called_once_with(user.pk)
+
+
+def test_a_session_made_before_it_logs_in_once_more(django_user_model: type[User]) -> None:
+    """Sessions made before UserBackend name ModelBackend's path, which is no longer
+    configured: Django treats them as logged out (the README says so)."""
+    user = make_user(django_user_model, "olga", "view_queues")
+    client = Client()
+    client.force_login(user, backend="django.contrib.auth.backends.ModelBackend")
+    page = client.get(reverse("dashboard:failure-search"))
+    assert page.status_code == 302 and page["Location"].startswith(reverse("login"))
+    client.force_login(user)  # the configured backend
+    assert client.get(reverse("dashboard:failure-search")).status_code == 200

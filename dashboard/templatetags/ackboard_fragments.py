@@ -119,7 +119,8 @@ class FragmentNode(template.Node):
             return stored[0]
         # Text and placeholders alternate (the split's capture group): each placeholder
         # becomes this response's own value, the whole joined in one pass.
-        own = {_CLOCK_PLACEHOLDER: _clock()}
+        # (Inside a region being stored, the enclosing region's placeholders stay.)
+        own = {_CLOCK_PLACEHOLDER: server_clock(context)}
         if _TOKEN_PLACEHOLDER in stored:
             # The request's own token (the csrf context processor's lazy get_token),
             # masked afresh for this response, as {% csrf_token %} would have written it.

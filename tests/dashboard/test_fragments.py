@@ -14,7 +14,7 @@ import pytest
 import redis
 from django.core.cache import caches
 from django.middleware import csrf
-from django.template import Context, Template
+from django.template import Context, RequestContext, Template
 from django.test import Client
 from django.urls import reverse
 
@@ -23,7 +23,7 @@ from dashboard.live.render import surface_render
 from dashboard.templatetags import ackboard_fragments
 from queue_core import control
 from tests.dashboard.action_helpers import MakeClient
-from tests.factories import make_pending
+from tests.factories import make_pending, make_user
 from tests.html import element_text, labelled_text
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
@@ -170,6 +170,41 @@ class WithoutRequestTests:
         assert "Pause group" in html["group-fleet"]
         assert "csrfmiddlewaretoken" not in html["group-fleet"]
         assert _fragment_keys() == []
+
+
+class ClockTests:
+    def test_every_response_carries_the_second_it_is_served_in_nested_regions_too(
+        self, rf: Any, django_user_model: Any
+    ) -> None:
+        """``{% server_clock %}`` in a region inside another: whichever of the two is
+        served from its cache, the clock is the response's own."""
+        template = Template(
+            "{% load ackboard_fragments %}"
+            "{% fragment 'outer' 1 using 'page_renderings' %}<o>"
+            "{% fragment 'inner' 1 %}<i>{% server_clock %}</i>{% endfragment %}"
+            "</o>{% endfragment %}"
+        )
+        request = rf.get("/somewhere/")
+        request.user = make_user(django_user_model, "olga", "view_queues")
+
+        def served_now() -> bool:
+            before = int(time.time())
+            html = template.render(RequestContext(request, {"csrf_token": "token"}))
+            after = int(time.time())
+            clock = re.fullmatch(r"<o><i>(\d+)</i></o>", html)
+            assert clock is not None, html
+            return before <= int(clock[1]) <= after
+
+        caches["page_renderings"].clear()
+        assert served_now()  # both stored now
+        time.sleep(1.1)
+        assert served_now()  # the outer served from its cache
+        caches["page_renderings"].clear()
+        assert served_now()  # the outer stored again, around the inner's stored one
+        time.sleep(1.1)
+        assert served_now()
+        assert len(_fragment_keys()) == 1
+        caches["page_renderings"].clear()
 
 
 class WithoutTheCacheTests:

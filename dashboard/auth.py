@@ -9,9 +9,9 @@ and database vendor, and builds the user with ``Model.from_db`` as the ORM would
 passwords and permissions are ``ModelBackend``'s, unchanged (the permissions are read by
 ``dashboard.middleware.PermissionsMiddleware`` in one statement).
 
-It reads the user through the default manager's table with no filter: a user model whose
-default manager filters rows (or a user model that is not a plain table) is read through
-the ORM, as ``ModelBackend`` reads it.
+It reads the user from its model's one table, as the default manager would with no
+filter: a user model whose default manager filters rows, or whose fields span tables
+(multi-table inheritance), is read through the ORM, as ``ModelBackend`` reads it.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def _user_select(
 ) -> tuple[str, list[str], tuple[tuple[int, tuple[_Converter, ...], Any], ...]] | None:
     """The SELECT of one user by primary key, its fields' attribute names, and each
     field's converters (the ORM's: SQLite's aware datetimes and booleans, for instance),
-    or None where the ORM must read it (a default manager that filters rows)."""
-    if model._default_manager.get_queryset().query.where:
+    or None where the ORM must read it (a default manager that filters rows, fields in a
+    parent model's table)."""
+    if model._meta.parents or model._default_manager.get_queryset().query.where:
         return None
     connection = connections[alias]
     fields = model._meta.concrete_fields

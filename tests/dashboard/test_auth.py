@@ -91,6 +91,16 @@ def test_a_default_manager_that_filters_is_read_through_the_orm(
         assert found is not None and found.username == "olga"
 
 
+def test_a_user_model_over_several_tables_is_read_through_the_orm(
+    django_user_model: type[User],
+) -> None:
+    user = make_user(django_user_model, "olga")
+    with mock.patch.object(User._meta, "parents", {object(): None}):
+        assert auth._user_select(User, "default", "sqlite") is None
+        found = user_by_pk(user.pk)
+    assert found is not None and _fields(found) == _fields(User.objects.get(pk=user.pk))
+
+
 def test_a_login_is_kept_by_it_and_pages_load_their_user_through_it(
     django_user_model: type[User],
 ) -> None:

@@ -270,6 +270,16 @@ def login(page: Any, server: LiveServer) -> None:
     page.wait_for_url(server.url + "/")
 
 
+def caught_up(page: Any) -> None:
+    """Wait until the page applied its socket's first push. Every socket gets one on
+    connect (its surface's last rendering, or a fresh one), which replaces the pushed
+    regions: a click in one before it lands may hit an element about to be replaced, or
+    miss a target the swap moved. (live.js counts pushes on the root element.)"""
+    from playwright.sync_api import expect
+
+    expect(page.locator("html")).to_have_attribute("data-live-pushes", re.compile(r"^[1-9]"))
+
+
 def screenshot(page: Any, name: str) -> None:
     """Save ``name``.png as a test artifact (full page).
 

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer, screenshot
+from tests.browser.server import LiveServer, caught_up, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -133,6 +133,7 @@ class SearchBrowserTests:
         old = browser_redis.xadd(stream, {"a": "old"}, id="1796160500000-0").decode()
         new = browser_redis.xadd(stream, {"a": "new"}, id="1796160700000-0").decode()
         page.goto(f"{web_server.url}/streams/{stream}/")
+        caught_up(page)  # the push after connect may move the Find section under the click
         page.get_by_text("Find: payload search").click()
         page.locator("#find-stream").get_by_label("Jump to time (UTC)").fill("2026-12-01T21:30:00")
         page.locator("#find-stream").get_by_role("button", name="Go").click()

@@ -13,7 +13,14 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
-from tests.browser.server import LiveServer, log_problems, login, serving, socket_connects
+from tests.browser.server import (
+    LiveServer,
+    caught_up,
+    log_problems,
+    login,
+    serving,
+    socket_connects,
+)
 from tests.factories import add_entries
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
@@ -53,6 +60,7 @@ class PagedOverviewTests:
             page = context.new_page()
             login(page, server)
             expect(page.locator("#live-indicator")).to_have_attribute("data-state", "live")
+            caught_up(page)  # the pager is in the pushed table
             assert _names(page) == [prefix + "s0", prefix + "s1"]
             page.evaluate("() => { window.__samePage = true; }")
 

@@ -22,6 +22,7 @@
 (() => {
   "use strict";
   const held = new Map();
+  let pushes = 0;
   // Targets of htmx requests in flight (see the header).
   const busy = new Set();
   const awaited = (region) => {
@@ -106,6 +107,10 @@
       if (paused()) held.set(element.id, element.outerHTML);
       else swapIn(element.id, element.outerHTML);
     }
+    // Pushes applied so far: every socket gets one on connect (its surface's last or a
+    // fresh rendering), so a count of 1 says the page has caught up with its socket.
+    pushes += 1;
+    document.documentElement.dataset.livePushes = String(pushes);
     document.dispatchEvent(new CustomEvent("ackboard:live-applied"));
   });
 

@@ -240,10 +240,7 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out username+address before any password is checked.
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend, the session's user read by one prepared statement
-    # (dashboard/auth.py). Sessions logged in before it named ModelBackend's own path and
-    # must log in once more.
-    "dashboard.auth.UserBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"

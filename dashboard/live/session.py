@@ -57,7 +57,6 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from dashboard.auth import UserBackend
 from dashboard.live.logs import socket_warnings
 from dashboard.live.registry import Perms
 from queue_core.backoff import Backoff
@@ -89,8 +88,6 @@ REJOIN_S = 3600.0
 CHUNK = 500
 #: The permissions a socket's rendering depends on.
 APP = "dashboard"
-#: Backends that answer exactly as Django's ModelBackend does (users and permissions).
-MODEL_BACKENDS = (ModelBackend, UserBackend)
 
 
 def _user_perms_sync(user: Any) -> Perms | int:
@@ -178,12 +175,11 @@ def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
 
 def _batchable_backends() -> bool:
     """Whether Django's ``ModelBackend`` alone decides users and permissions: every
-    configured backend is it (or ``UserBackend``, which answers as it does), or one that
-    grants no permissions (axes only refuses logins). Then ``sessions_perms`` may read
-    users and permissions in bulk."""
+    configured backend is it, or one that grants no permissions (axes only refuses
+    logins). Then ``sessions_perms`` may read users and permissions in bulk."""
     for path in settings.AUTHENTICATION_BACKENDS:
         backend = auth.load_backend(path)
-        if type(backend) in MODEL_BACKENDS:
+        if type(backend) is ModelBackend:
             continue
         grants = ("get_all_permissions", "get_user_permissions", "get_group_permissions")
         if any(hasattr(backend, name) for name in (*grants, "has_perm", "has_module_perms")):
@@ -247,7 +243,7 @@ def sessions_perms(*, sockets: Iterable[tuple[str, Any]]) -> dict[tuple[str, Any
             continue
         if backend_path not in settings.AUTHENTICATION_BACKENDS:
             continue
-        if type(auth.load_backend(backend_path)) not in MODEL_BACKENDS:
+        if type(auth.load_backend(backend_path)) is not ModelBackend:
             others.add(key)
             continue
         claimed[key] = pk

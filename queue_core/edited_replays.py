@@ -20,8 +20,8 @@ is one HGETALL of the stream's records (only dead letters with an edited replay 
 settled: a handful), one pipelined round trip (XINFO GROUPS, and per awaiting record an
 ``XPENDING key group id id 1`` and an ``XRANGE dlq id id``), one more for the records
 that look settled (``XRANGE dlq (new_id + COUNT 500``, looking for a new dead letter of
-the new entry), then one script per record that changes. Cheap enough to run on every
-read of the dead-letter page and in a sweep: ``edited_replays_sweep`` settles every
+the new entry), then one script per record that changes. It runs in a sweep, never
+on a page read: ``edited_replays_sweep`` settles every
 stream with an edited replay (from the ``EDITS_INDEX_KEY`` set) and
 ``edited_replays_sweeper`` runs it every few seconds in ``manage.py run_jobs``.
 """

@@ -5,8 +5,9 @@ detected and pretty-printed, ``static/dashboard/field_editor.js`` validates them
 adds and removes fields; the reserved ``ackboard.*`` fields are shown, never editable),
 its submission (``dlq_edit_replay``, POST: parse the edited rows, refuse bad JSON with a
 400 naming the field, then ``queue_core.edited_replays.dead_letter_edit_replay``) and
-``dlq_edit_context``, which the dead-letter page's context calls to settle edited replays
-that succeeded and show "replayed as <id>, awaiting success" on the others.
+``dlq_edit_context``, which the dead-letter page's context calls to show "replayed as
+<id>, awaiting success". The page never writes: ``manage.py run_jobs`` deletes the dead
+letters whose edited replay succeeded (``edited_replays_sweeper``, every few seconds).
 
 The permission is ``dashboard.edit_replay_dead_letter``, apart from Replay's and granted
 to no role by default (README, "Edit & replay"). A refused POST is audited like any
@@ -65,7 +66,6 @@ from queue_core.edited_replays import (
     EditedReplay,
     dead_letter_edit_replay,
     edited_replays_read,
-    edited_replays_settle,
 )
 from queue_core.keys import RESERVED_PREFIX, CrossSlotName
 from queue_core.types import DeadLetterRow
@@ -357,14 +357,6 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
 
 
 # --- the dead-letter page's part ---------------------------------------------------------
-
-
-def dlq_edits_settle(*, client: Client, stream: str) -> None:
-    """Settle this stream's edited replays (``edited_replays_settle``) before the page is
-    read, so a dead letter whose edited replay succeeded is gone from it. Never fails the
-    page (a Redis refusal leaves them for the next read or sweep)."""
-    with contextlib.suppress(redis.ResponseError, CrossSlotName):
-        edited_replays_settle(client, stream)
 
 
 def dlq_edit_context(*, client: Client, stream: str, dlq_ids: Sequence[str]) -> dict[str, Any]:

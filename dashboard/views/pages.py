@@ -543,7 +543,6 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
 def dlq_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:
     """A newest-first page of the stream's dead-letter stream: one round trip."""
     _check_visible(stream)
-    edit_replay.dlq_edits_settle(client=client, stream=stream)  # issue 14: settle first
     page = selectors.dead_letter_page(client=client, stream=stream, before=before)
     if page is None:
         raise Http404("No such stream or dead-letter stream.")

@@ -186,8 +186,10 @@ class EditReplayTests:
         assert edited_replays_settle(r, stream) == 0
         assert r.xlen(stream_keys(stream).dlq) == 1
         r.xack(stream, "g", new_id)
-        page = client.get(dlq_page).content.decode()  # the page's read settles it
-        assert f"dlq-{dlq_id}" not in page
+        page = client.get(dlq_page).content.decode()  # a read never writes
+        assert r.xlen(stream_keys(stream).dlq) == 1 and f"dlq-{dlq_id}" in page
+        assert edited_replays_settle(r, stream) == 1  # what run_jobs's sweeper calls
+        assert f"dlq-{dlq_id}" not in client.get(dlq_page).content.decode()
         assert r.xlen(stream_keys(stream).dlq) == 0
         assert not r.exists(edits_key(stream))
 

@@ -51,6 +51,7 @@ from dashboard.redrive import runner as redrive_runner
 from dashboard.serve import server_argv
 from dashboard.stop_signals import set_on_signals
 from queue_core.connection import Client, connect
+from queue_core.edited_replays import edited_replays_sweeper
 from queue_core.keys import stream_keys
 from queue_core.worker import worker_argv
 
@@ -251,8 +252,13 @@ class Command(BaseCommand):
                 target=_ingest, args=(server.url, ingest_stop), name="demo-ingest", daemon=True
             )
             ingest.start()
-            # Redrive jobs (issue 14) run on a thread here, not a run_jobs process.
+            # Redrive jobs and the edited-replay sweep run on threads here, not a
+            # run_jobs process.
             jobs = redrive_runner.start_thread(client, jobs_stop)
+            threading.Thread(
+                target=edited_replays_sweeper, args=(lambda: client, jobs_stop),
+                name="demo-edited-replays", daemon=True,
+            ).start()  # fmt: skip
             self._wait_until_serving(supervisor, host, port, stop)
             if stop.is_set():
                 return

@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry as _LayerRetry
 from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff
 
 from queue_core.connection import redis_url
-from queue_core.keys import parse_allowlist
+from queue_core.keys import RATES_SAMPLER_LEASE_KEY, parse_allowlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -328,7 +328,7 @@ ACKBOARD_SAMPLER_INTERVAL_S = _float("ACKBOARD_SAMPLER_INTERVAL_S", 10.0, minimu
 #: databases on one Redis (say, two teams' dashboards over different allowlists) each need
 #: their own key, else only one of them samples and the other's charts stay empty.
 ACKBOARD_SAMPLER_LEASE_KEY = (
-    os.environ.get("ACKBOARD_SAMPLER_LEASE_KEY", "").strip() or "ackboard:rates:sampler"
+    os.environ.get("ACKBOARD_SAMPLER_LEASE_KEY", "").strip() or RATES_SAMPLER_LEASE_KEY
 )
 #: Days of rates history kept (the 10-minute tier; the finer tiers keep 1 and 7 days).
 ACKBOARD_RATES_RETENTION_DAYS = _int("ACKBOARD_RATES_RETENTION_DAYS", 90, minimum=1)

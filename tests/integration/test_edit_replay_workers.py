@@ -23,7 +23,6 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from dashboard.models import AuditEvent
 from queue_core.edited_replays import edited_replays_sweep
 from queue_core.keys import stream_keys
-from queue_core.scripts.edit_replay import edits_key
 from tests.factories import make_group, make_user
 from tests.integration.test_worker_cli import start_worker, worker_env
 from tests.queue_core.worker.helpers import wait_until
@@ -102,7 +101,7 @@ def test_edited_poison_is_processed_then_settled_and_audit_keeps_the_original(
         return r.xlen(dlq) == 0
 
     wait_until(settled, timeout=30, what="the dead letter to be settled")
-    assert not r.exists(edits_key(stream))
+    assert not r.exists(stream_keys(stream).dlq_edits)
     assert r.xpending(stream, "g")["pending"] == 0
     # The audit row keeps the original payload: nothing is lost.
     before = event.state_before["diff"]["changed"]["payload"]["before"]

@@ -48,7 +48,7 @@ RESERVED = frozenset(OWN_CONSUMERS)
 
 
 @dataclass(frozen=True, slots=True)
-class Fleet:
+class GroupFleet:
     """One group's fleet-control keys as read: its pause (None: not paused) and its
     heartbeats (sorted by consumer, live and stale)."""
 
@@ -111,21 +111,21 @@ def _replies(client: Client, groups: Iterable[Group]) -> tuple[dict[Group, Any],
 
 def fleets_read(
     *, client: Client, groups: Iterable[Group], now_ms: int | None = None
-) -> dict[Group, Fleet]:
+) -> dict[Group, GroupFleet]:
     """The pause and heartbeats of each of ``groups``: one pipelined round trip, a GET
     and an HGETALL per group. A stream whose keys cannot share its slot
-    (``CrossSlotName``) has none, and says why (``Fleet.problem``). Connection errors and
+    (``CrossSlotName``) has none, and says why (``GroupFleet.problem``). Connection errors and
     timeouts propagate."""
     now = _now_ms() if now_ms is None else now_ms
     raw, unreadable = _replies(client, groups)
     read = {
-        pair: Fleet(_pause_of(pause, now), _heartbeats_of(workers))
+        pair: GroupFleet(_pause_of(pause, now), _heartbeats_of(workers))
         for pair, (pause, workers) in raw.items()
     }
-    return {**read, **{pair: Fleet(None, (), problem=why) for pair, why in unreadable.items()}}
+    return {**read, **{pair: GroupFleet(None, (), problem=why) for pair, why in unreadable.items()}}
 
 
-def fleet_read(*, client: Client, stream: str, group: str, now_ms: int | None = None) -> Fleet:
+def fleet_read(*, client: Client, stream: str, group: str, now_ms: int | None = None) -> GroupFleet:
     """One group's pause and heartbeats: one round trip (see ``fleets_read``)."""
     return fleets_read(client=client, groups=[(stream, group)], now_ms=now_ms)[(stream, group)]
 
@@ -143,16 +143,16 @@ def fleet_queue(pipe: Any, stream: str, group: str) -> int:
     return 2
 
 
-def fleet_of(stream: str, replies: Sequence[Any], now_ms: int) -> Fleet:
-    """The ``Fleet`` from ``fleet_queue``'s replies (none: its keys cannot be named)."""
+def fleet_of(stream: str, replies: Sequence[Any], now_ms: int) -> GroupFleet:
+    """The ``GroupFleet`` from ``fleet_queue``'s replies (none: its keys cannot be named)."""
     if not replies:
         try:
             stream_keys(stream)
         except CrossSlotName as exc:
-            return Fleet(None, (), problem=str(exc))
+            return GroupFleet(None, (), problem=str(exc))
         raise ValueError("fleet_of: no replies for a stream whose keys can be named")
     pause, workers = replies
-    return Fleet(_pause_of(pause, now_ms), _heartbeats_of(workers))
+    return GroupFleet(_pause_of(pause, now_ms), _heartbeats_of(workers))
 
 
 # --- live ---------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def _sentence(state: FleetState) -> str:
 
 
 def fleet_view(
-    *, fleet: Fleet, consumers: Sequence[ConsumerInfo], now_ms: int, seen_within_ms: int
+    *, fleet: GroupFleet, consumers: Sequence[ConsumerInfo], now_ms: int, seen_within_ms: int
 ) -> FleetView:
     """What the banner and the Workers section show (pure; ``control.fleet_state``)."""
     state = control.fleet_state(
@@ -353,7 +353,7 @@ def pause_state(pause: Pause | None) -> dict[str, Any]:
     }
 
 
-def heartbeats_live(fleet: Fleet, now_ms: int) -> Mapping[str, Heartbeat]:
+def heartbeats_live(fleet: GroupFleet, now_ms: int) -> Mapping[str, Heartbeat]:
     """The live heartbeats of ``fleet`` by consumer."""
     return {b.consumer: b for b in fleet.heartbeats if b.live(now_ms)}
 
@@ -375,7 +375,7 @@ class FleetCollector(Collector):
       cap (``ACKBOARD_METRICS_FRESH_MAX``), so the scrape stays bounded.
     """
 
-    def __init__(self, fleets: Mapping[Group, Fleet], now_ms: int, unread: int = 0) -> None:
+    def __init__(self, fleets: Mapping[Group, GroupFleet], now_ms: int, unread: int = 0) -> None:
         self.fleets = fleets
         self.now_ms = now_ms
         self.unread = unread

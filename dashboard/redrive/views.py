@@ -7,7 +7,7 @@ Owns ``patterns()`` (added to ``dashboard.urls``): POST ``streams/<s>/dlq/redriv
 ``api/v1/redrive`` (a JSON body: ``stream`` plus the dialog's fields; without
 ``"confirm": true`` a dry run) and ``api/v1/redrive/<job>/<control>``. Everything goes
 through ``dashboard.redrive.service`` (permission, input, audit); these views only turn
-its ``Outcome`` into HTML, a redirect or JSON. CSRF: the session routes keep Django's
+its ``Verdict`` into HTML, a redirect or JSON. CSRF: the session routes keep Django's
 CSRF check (htmx sends the page's token); the API routes are token-only like
 ``dashboard.views.api``. Costs: the service's.
 """
@@ -35,7 +35,7 @@ from dashboard.views.remote import Answer
 from queue_core.events import event_publish
 
 
-def _answer(request: HttpRequest, outcome: service.Outcome, *, stream: str) -> HttpResponse:
+def _answer(request: HttpRequest, outcome: service.Verdict, *, stream: str) -> HttpResponse:
     """htmx: the dialog's answer fragment (a 2xx start or control also reloads the page);
     a plain form: back to the dead-letter page (a refusal as text)."""
     html = render_to_string("dashboard/_redrive_answer.html", {"outcome": outcome})
@@ -91,7 +91,7 @@ def redrive_status(request: HttpRequest, job_id: int) -> JsonResponse:
     return JsonResponse({"ok": True, "job": service.job_json(job)})
 
 
-def _api_answer(outcome: service.Outcome) -> Answer:
+def _api_answer(outcome: service.Verdict) -> Answer:
     return Answer(outcome.status, outcome.payload())
 
 

@@ -43,7 +43,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from importlib import resources
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
@@ -59,7 +58,7 @@ from queue_core.failures import (
     now_ms,
 )
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
-from queue_core.scripts.binding import Refusal, text
+from queue_core.scripts.binding import Refusal, script_source, text
 from queue_core.types import DeadLettered, Outcome
 from queue_core.validation import entry_id_check
 from queue_core.worker.config import WorkerConfig
@@ -403,8 +402,7 @@ _ASYNC_SCRIPTS: dict[str, AsyncScript] = {}
 def _async_script(client: redis.asyncio.Redis, name: str) -> AsyncScript:
     script = _ASYNC_SCRIPTS.get(name)
     if script is None:
-        source = resources.files("queue_core.scripts").joinpath(f"{name}.lua").read_bytes()
-        script = _ASYNC_SCRIPTS[name] = client.register_script(source)
+        script = _ASYNC_SCRIPTS[name] = client.register_script(script_source(name))
     return script
 
 

@@ -26,6 +26,7 @@ from playwright.sync_api import expect
 from tests.browser.server import LiveServer, log_problems, login, screenshot, serving
 from tests.factories import add_entries, make_pending
 from tests.redis_server import RedisServer, RedisUnavailable
+from tests.servers import started
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
 
@@ -34,10 +35,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.production]
 def chart_server() -> Iterator[tuple[LiveServer, redis.Redis]]:
     """A web process and its own private Redis: the sampler's lease is one per Redis
     (one per deployment), and the session's web server would hold it on the shared one."""
-    try:
-        own = RedisServer().start()
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with started(RedisServer(), RedisUnavailable) as own:
+        yield from _chart_server(own)
+
+
+def _chart_server(own: RedisServer) -> Iterator[tuple[LiveServer, redis.Redis]]:
     server = LiveServer(
         redis_url=own.url,
         streams="*",
@@ -53,7 +55,6 @@ def chart_server() -> Iterator[tuple[LiveServer, redis.Redis]]:
             yield server, client
     finally:
         client.close()
-        own.cleanup()
 
 
 def _group_page(page: Any, server: LiveServer, stream: str, group: str) -> None:

@@ -11,7 +11,6 @@ from urllib.parse import quote
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -26,21 +25,11 @@ from tests.redis_server import RedisServer, free_port
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def pages(settings: Any, redis_url: str, prefix: str) -> Any:
     settings.ACKBOARD_REDIS_URL = redis_url
     settings.ACKBOARD_STREAMS = (prefix + "*",)
     return settings
-
-
-@pytest.fixture
-def viewer(client: Client, django_user_model: Any, pages: Any) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
-    )
-    client.force_login(user)
-    return client
 
 
 def _failure(stream: str, group: str, entry_id: str, attempt: int, message: str) -> None:

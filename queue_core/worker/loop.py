@@ -375,6 +375,12 @@ class Worker:
             pause = await asyncio.to_thread(link.exchange, client, beat, prune=prune)
         except CONTROL_ERRORS as exc:
             link.failed(exc, at=now)
+        except Exception as exc:
+            # Not Redis: a bug something hostile in the control keys found. Handled as a
+            # failed exchange (logged once, the next tried a tick later), never left as
+            # the task's exception: nobody awaits this task, and a due check would start
+            # the next one at once, a traceback per turn of the loop.
+            link.failed(exc, at=now, unexpected=True)
         else:
             link.took(pause, beat, pruned=prune, at=now)
         finally:

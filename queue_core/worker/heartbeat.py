@@ -182,6 +182,9 @@ class ControlLink:
             self._failing = True
         self.checked = True
         self.next_check = self.retry_at = at + self.check_s
+        # A beat that was due is retried with the next check, not at once: an exchange that
+        # fails at once (a refused connection, a reader's bug) would otherwise run every turn.
+        self.next_beat = max(self.next_beat, self.next_check)
 
     def _pause_seen(self, pause: Pause | None) -> None:
         before = self.pause

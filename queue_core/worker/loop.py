@@ -400,6 +400,9 @@ class Worker:
             await asyncio.to_thread(link.exchange, self._client, beat, prune=False)
         except CONTROL_ERRORS as exc:
             log.warning("the last heartbeat of %s could not be written: %s", self.consumer, exc)
+        except Exception as exc:  # not Redis (see _control_exchange): the stop goes on
+            log.warning("the last heartbeat of %s could not be written: %s", self.consumer, exc,
+                        exc_info=exc)  # fmt: skip
 
     # -- reading -----------------------------------------------------------------------
 

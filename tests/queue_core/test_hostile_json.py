@@ -202,6 +202,28 @@ class WorkerTests:
         assert len(unreadable) == 1
         assert len(lines) < 15, [rec.getMessage() for rec in lines]
 
+    def test_an_exchange_that_raises_is_logged_once_and_retried_not_spun(
+        self, redis_url: str, stream: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:  # fmt: skip
+        calls: list[int] = []
+
+        def broken(self: object, client: object, beat: object, *, prune: bool) -> None:
+            calls.append(1)
+            raise RuntimeError("a reader nobody guarded")
+
+        monkeypatch.setattr("queue_core.worker.heartbeat.ControlLink.exchange", broken)
+        seen: list[str] = []
+        worker = new_worker(redis_url, stream, lambda job: seen.append(job.id))
+        with caplog.at_level(logging.INFO), running(worker):
+            wait_until(lambda: len(calls) >= 4, what="four exchanges")
+        lines = [rec for rec in caplog.records if rec.name.startswith(("queue_core", "asyncio"))]
+        assert not any("never retrieved" in rec.getMessage() for rec in lines)
+        # Once while running, once for the last heartbeat at the stop.
+        assert len([rec for rec in lines if rec.exc_info]) == 2
+        # One exchange per pause check (0.5 s), not one per turn of the loop.
+        assert len(calls) < 20
+
 
 def test_deep_documents_reach_far_past_pythons_limit() -> None:
     """The strategy draws what used to raise RecursionError (a check of the tests' reach)."""

@@ -28,11 +28,12 @@ raises (``json.JSONDecodeError``, or ``UnicodeDecodeError`` for bytes that are n
 also ``ValueError``\\ s. So ``except ValueError`` around ``json_read`` catches everything
 it can raise about its input. It never logs and never imports Django.
 
-Cost: a document with at most ``max_depth`` opening brackets anywhere (almost every one)
-costs two ``str.count`` calls more than ``json.loads``; a larger one one C-speed regex
-pass to drop its strings and one to keep its brackets, then a C-speed running sum over
-the brackets only. About 3 ms per MB of bracket-heavy JSON on the 2-core dev machine,
-``json.loads`` itself about 10 ms (``uv run python -m benchmarks.bounded_json``).
+Cost: a document with at most ``max_depth`` opening brackets anywhere (a pause key, a
+heartbeat, an event, most payloads) costs two ``str.count`` calls more than
+``json.loads`` (about 2 µs); a larger one a C-speed regex pass to drop its strings and one
+to keep its brackets, then a C-speed running sum over the brackets only: a typical 1 MB
+document of objects 32 ms against ``json.loads``'s 10 ms, and a million ``[`` is refused
+in 9 ms (CPU time, 2-core dev machine, ``uv run python -m benchmarks.bounded_json``).
 """
 
 from __future__ import annotations

@@ -22,11 +22,10 @@ Matching rules (documented in the README, "Payload search"):
 - ``json``: the field parses as JSON (at most ``JSON_MAX_BYTES``, nested at most
   ``bounded_json.MAX_DEPTH`` levels; other values never match) and the path
   (``path_parse``: ``$``, ``.key``, ``[3]``, ``["odd key"]``) leads to a value equal to
-  the expected one. The expected text is read as JSON when it
-  parses (``42``, ``true``, ``"42"``, ``{"a": 1}``), else as a plain string, so
-  ``$.customer.id`` = ``c-1`` and = ``"c-1"`` are the same search, but an expected
-  value nested deeper than ``bounded_json.MAX_DEPTH`` is refused (ValueError, a 400).
-  ``true`` never equals ``1``.
+  the expected one. The expected text is read as JSON when it parses (``42``, ``true``,
+  ``"42"``, ``{"a": 1}``), else as a plain string, so ``$.customer.id`` = ``c-1`` and =
+  ``"c-1"`` are the same search; an expected value nested deeper than
+  ``bounded_json.MAX_DEPTH`` is refused (ValueError, a 400). ``true`` never equals ``1``.
 
 It never writes to Redis and never imports Django; the dashboard decides which fields may
 be searched (redaction) and renders the matches through ``dashboard.payloads``.

@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dashboard.api_tokens import token_issue
+from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
 from dashboard.views.bulk import BULK_ACTIONS
-from dashboard.views.edit_replay import BadRequest, edited_fields
+from dashboard.views.edit_replay import edited_fields
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
 from tests.dashboard.action_helpers import MakeClient

@@ -57,6 +57,9 @@ class GroupFleet:
     #: Why its keys cannot be read (a name whose keys cannot share its cluster slot);
     #: "" when they were read.
     problem: str = ""
+    #: Heartbeat fields that could not be read (not JSON, past the reader's bounds, not a
+    #: heartbeat): skipped, and counted so the page can say so.
+    unreadable: int = 0
 
 
 def _now_ms() -> int:
@@ -74,18 +77,27 @@ def _pause_of(reply: Any, now_ms: int) -> Pause | None:
     return pause if pause.active(now_ms) else None
 
 
-def _heartbeats_of(reply: Any) -> tuple[Heartbeat, ...]:
+def _heartbeats_of(reply: Any) -> tuple[tuple[Heartbeat, ...], int]:
+    """The readable heartbeats, sorted by consumer, and how many fields were not."""
     if isinstance(reply, redis.ResponseError) and wrong_type(reply):
-        return ()
+        return (), 0
     if isinstance(reply, Exception):
         raise reply
     beats = []
+    unreadable = 0
     for field, value in (reply or {}).items():
         consumer = field.decode(errors="replace") if isinstance(field, bytes) else str(field)
         beat = Heartbeat.from_json(consumer, value)
-        if beat is not None:
+        if beat is None:
+            unreadable += 1
+        else:
             beats.append(beat)
-    return tuple(sorted(beats, key=lambda b: b.consumer))
+    return tuple(sorted(beats, key=lambda b: b.consumer)), unreadable
+
+
+def _fleet(pause: Any, workers: Any, now_ms: int) -> GroupFleet:
+    beats, unreadable = _heartbeats_of(workers)
+    return GroupFleet(_pause_of(pause, now_ms), beats, unreadable=unreadable)
 
 
 def _replies(client: Client, groups: Iterable[Group]) -> tuple[dict[Group, Any], dict[Group, str]]:
@@ -118,10 +130,7 @@ def fleets_read(
     timeouts propagate."""
     now = _now_ms() if now_ms is None else now_ms
     raw, unreadable = _replies(client, groups)
-    read = {
-        pair: GroupFleet(_pause_of(pause, now), _heartbeats_of(workers))
-        for pair, (pause, workers) in raw.items()
-    }
+    read = {pair: _fleet(pause, workers, now) for pair, (pause, workers) in raw.items()}
     return {**read, **{pair: GroupFleet(None, (), problem=why) for pair, why in unreadable.items()}}
 
 
@@ -152,7 +161,7 @@ def fleet_of(stream: str, replies: Sequence[Any], now_ms: int) -> GroupFleet:
             return GroupFleet(None, (), problem=str(exc))
         raise ValueError("fleet_of: no replies for a stream whose keys can be named")
     pause, workers = replies
-    return GroupFleet(_pause_of(pause, now_ms), _heartbeats_of(workers))
+    return _fleet(pause, workers, now_ms)
 
 
 # --- live ---------------------------------------------------------------------------------
@@ -252,6 +261,8 @@ class FleetView:
     targets: tuple[str, ...] = ()
     #: Why the fleet cannot be read or controlled here ("": it can).
     problem: str = ""
+    #: Heartbeats of the group that could not be read, not shown (``GroupFleet.unreadable``).
+    unreadable: int = 0
 
     @property
     def paused(self) -> bool:
@@ -310,7 +321,8 @@ def fleet_view(
         + [c.name for c in usable if c.name not in beating and c.idle_ms <= seen_within_ms]
     )
     return FleetView(state=state, rows=rows, sentence=_sentence(state), resumes=resumes,
-                     since=since, targets=targets, problem=fleet.problem)  # fmt: skip
+                     since=since, targets=targets, problem=fleet.problem,
+                     unreadable=fleet.unreadable)  # fmt: skip
 
 
 def fleet_context(

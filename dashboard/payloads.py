@@ -42,16 +42,17 @@ from __future__ import annotations
 import html
 import json
 import logging
-import math
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
 from typing import Any
 
 from django.conf import settings
+
+from queue_core import bounded_json
+from queue_core.bounded_json import BoundedJSONError, json_read
 
 log = logging.getLogger("ackboard.payloads")
 
@@ -77,8 +78,9 @@ PRETTY_JSON_BYTES = 2 * 1024 * 1024
 #: when every byte becomes a 4-character ``\xNN`` escape, so a 50 MB value costs no more.
 DECODE_BYTES = (MAX_CHARS + 1) * 4
 #: Deepest JSON nesting that is parsed (objects and arrays, counted together, including
-#: JSON inside JSON strings). Python's parser recurses once per level.
-MAX_DEPTH = 64
+#: JSON inside JSON strings): the bounded reader's own default. Python's parser recurses
+#: once per level.
+MAX_DEPTH = bounded_json.MAX_DEPTH
 #: JSON documents inside JSON strings parsed per value (only strings that look like JSON
 #: and name a redacted key are); past this, such strings are masked whole.
 MAX_INNER_DOCUMENTS = 100
@@ -105,16 +107,6 @@ _PAD = " \t\n\r\f\v\xa0\ufeff"
 _JSON_START = re.compile(
     r"""\{|\[\s*(?:[\[{"'\]\-0-9]|true\b|false\b|null\b|NaN\b|-?Infinity\b)|"\s*[\[{]"""
 )
-# A JSON string, or an unterminated one up to the end: every match succeeds, so no
-# quote is scanned from twice (an unterminated string would make that quadratic).
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
-# A number that needs the checked parse: maybe out of float range, maybe too long.
-# Both start only where a run starts, so a long run is scanned once, not once per digit.
-_LONG_DIGITS = re.compile(r"(?<!\d)\d{309}")
-_BIG_EXPONENT = re.compile(r"[eE][+-]?\d{3}")
-_DEEP_RUN = re.compile(r"(?<![\[{])[\[{]{" + str(MAX_DEPTH + 1) + "}")
 # What a JSON string that holds a JSON document can start with.
 _JSON_FIRST = frozenset('{["' + _PAD)
 # Text that may hide a key behind an escape, an encoding or a look-alike character.
@@ -133,10 +125,6 @@ _TOKENS = (
 # Escapes that spell a character by its code (``\\u0070``).
 _CODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-F]{8}))")
 _PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
-
-
-class _Refused(ValueError):
-    """Parsing stopped by a bound; the message is the reason shown in the note."""
 
 
 @lru_cache(maxsize=8)
@@ -260,48 +248,19 @@ def _names_secret(text: str, *, anywhere: bool, regex: re.Pattern[str] | None) -
 # --- JSON, bounded -----------------------------------------------------------------------
 
 
-def _scan(text: str) -> tuple[int, bool]:
-    """How deep ``text``'s objects and arrays nest, and whether it has a number that needs
-    the checked (slower) parse: one linear pass over what is outside strings."""
-    outside = _JSON_STRING.sub("", text)
-    brackets = _NOT_BRACKET.sub("", outside)
-    if _DEEP_RUN.search(brackets):  # the usual hostile shape, found without counting
-        return MAX_DEPTH + 1, False
-    depth = max(accumulate(map(_NESTING.__getitem__, brackets)), default=0)
-    big = _LONG_DIGITS.search(outside) or _BIG_EXPONENT.search(outside)
-    return depth, big is not None
-
-
-def _parse_int(literal: str) -> int:
-    if len(literal) > MAX_NUMBER_DIGITS:
-        raise _Refused(f"a number longer than {MAX_NUMBER_DIGITS} digits")
-    return int(literal)
-
-
-def _parse_float(literal: str) -> float:
-    if len(literal) > MAX_NUMBER_DIGITS:
-        raise _Refused(f"a number longer than {MAX_NUMBER_DIGITS} digits")
-    value = float(literal)
-    if math.isinf(value):
-        raise _Refused("a number out of range")
-    return value
-
-
 def _parse(text: str, *, depth: int) -> Any:
-    """``text`` as JSON, refusing what is deeper than ``MAX_DEPTH`` from ``depth``.
+    """``text`` as JSON, refusing what is deeper than ``MAX_DEPTH`` from ``depth`` and
+    numbers past ``MAX_NUMBER_DIGITS`` or out of float range: ``queue_core.bounded_json``
+    scans the brackets outside strings before its parser recurses.
 
-    Raises ValueError (``_Refused`` for a bound, with the reason).
+    Raises ValueError (``BoundedJSONError`` for a bound, with the reason).
     """
-    nesting, big_numbers = _scan(text)
-    if depth + nesting > MAX_DEPTH:
-        raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
-    try:
-        # strict=False: raw newlines inside strings (a common producer slip) still parse.
-        if big_numbers:  # Python-level hooks per number are slow: only when needed
-            return json.loads(text, strict=False, parse_int=_parse_int, parse_float=_parse_float)
-        return json.loads(text, strict=False)
-    except RecursionError as exc:  # unreachable after the scan; kept so it can never 500
-        raise _Refused(f"nested deeper than {MAX_DEPTH} levels") from exc
+    # strict=False: raw newlines inside strings (a common producer slip) still parse. No
+    # size bound here: the callers check PRETTY_JSON_BYTES / PREVIEW_JSON_BYTES first.
+    return json_read(
+        text, max_depth=MAX_DEPTH - depth, max_size=None, max_digits=MAX_NUMBER_DIGITS,
+        strict=False,
+    )  # fmt: skip
 
 
 def _looks_like_json(text: str) -> bool:
@@ -472,10 +431,10 @@ def _decode(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> 
     try:
         parsed = _parse(text.strip(_PAD), depth=0)
     except ValueError as exc:
-        reason = str(exc) if isinstance(exc, _Refused) else "not valid JSON"
+        reason = str(exc) if isinstance(exc, BoundedJSONError) else "not valid JSON"
         if _names_secret(text, anywhere=True, regex=regex):
             return _masked(value, binary, f"{reason}, and it names a redacted key")
-        if isinstance(exc, _Refused):
+        if isinstance(exc, BoundedJSONError):
             notes.insert(0, f"shown as text: {reason}")
         return _Decoded(_escape_unshowable(text), binary=binary, note="; ".join(notes))
     redactor = _Redactor(regex)

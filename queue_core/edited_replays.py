@@ -28,7 +28,6 @@ stream with an edited replay (from the ``DLQ_EDITS_INDEX_KEY`` set) and
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from typing import Any
 
 import redis
 
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.events import event_publish
 from queue_core.keys import DLQ_EDITS_INDEX_KEY, ORIGIN_ID_FIELD, stream_keys
@@ -99,7 +99,7 @@ def _text(value: Any) -> str:
 
 def _record(dlq_id: str, raw: Any) -> EditedReplay | None:
     try:
-        data = json.loads(raw)
+        data = json_read(raw)
         return EditedReplay(
             dlq_id=dlq_id,
             new_id=str(data["new_id"]),
@@ -109,7 +109,9 @@ def _record(dlq_id: str, raw: Any) -> EditedReplay | None:
             operator=str(data.get("operator") or ""),
             failed_as=str(data.get("failed_as") or ""),
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):
+        # Not JSON, past the reader's bounds, not an object, or a number int() refuses
+        # (Infinity): what someone else wrote is skipped, never raised.
         return None
 
 
@@ -262,12 +264,22 @@ def edited_replays_sweeper(
 ) -> None:
     """Run ``edited_replays_sweep`` every ``every_s`` seconds until ``stopping`` is set
     (``manage.py run_jobs`` runs it in a daemon thread). A Redis error is logged and the
-    next sweep tries again."""
+    next sweep tries again; any other error too (a bug, or something hostile in a key
+    that no reader expected), with its traceback once until a sweep succeeds again, so a
+    failure that repeats every sweep cannot flood the log or end the thread."""
+    traced = False
     while not stopping.is_set():
         try:
             changed = edited_replays_sweep(client_factory())
             if changed:
                 log.info("edited replays: %d settled or updated", changed)
+            traced = False
         except redis.RedisError as exc:
             log.warning("edited replays sweep failed: %s", exc)
+        except Exception as exc:
+            if not traced:
+                log.exception("edited replays sweep failed; retrying every %.0f s", every_s)
+                traced = True
+            else:
+                log.debug("edited replays sweep failed again: %s", exc)
         stopping.wait(every_s)

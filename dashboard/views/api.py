@@ -21,7 +21,6 @@ most one UPDATE a minute), then the action's own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -40,6 +39,7 @@ from dashboard.permissions import ACTION_PERMISSIONS, may_act
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
 from dashboard.views.remote import Answer, Fields, action_answer, bulk_answer, refusal
+from queue_core.bounded_json import BoundedJSONError, json_read
 from queue_core.errors import invalid_id
 
 #: Body keys that name the target; every other key is a form field of the action.
@@ -75,8 +75,11 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        # No size bound of its own: Django's DATA_UPLOAD_MAX_MEMORY_SIZE bounds the body.
+        body = json_read(raw, max_size=None)
+    except BoundedJSONError as exc:
+        raise BadRequest(f"the body must be a JSON object (it is {exc})") from None
+    except ValueError:
         raise BadRequest("the body must be a JSON object") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")

@@ -61,6 +61,7 @@ from dashboard.views.action_runner import (
 )
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import selectors
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.edited_replays import (
     EditedReplay,
@@ -105,8 +106,8 @@ def _is_container_json(text: str) -> Any:
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
+        value = json_read(text, max_size=None)  # at most EDIT_MAX_BYTES, checked before
+    except ValueError:
         return None
     return value if isinstance(value, (dict, list)) else None
 
@@ -202,17 +203,18 @@ def _field_value(name: str, value: str, mode: str, before: tuple[bytes, bytes] |
     old = _decoded(before[1]) if before is not None else None
     if mode == "json":
         try:
-            document = json.loads(value)
+            # No size bound of its own: Django's DATA_UPLOAD_MAX_MEMORY_SIZE bounds the POST.
+            document = json_read(value, max_size=None)
         except json.JSONDecodeError as exc:
             raise BadRequest(
                 f"field {name.strip()[:80]!r} is not valid JSON (line {exc.lineno}, column "
                 f"{exc.colno}): {exc.msg[:120]}"
             ) from None
-        except (ValueError, RecursionError) as exc:
+        except ValueError as exc:  # a bound (too deep), or a number Python refuses
             raise BadRequest(f"field {name.strip()[:80]!r} is not valid JSON ({exc})") from None
         if before is not None and old is not None:
-            with contextlib.suppress(ValueError, RecursionError):
-                if json.loads(old) == document:
+            with contextlib.suppress(ValueError):
+                if json_read(old, max_size=None) == document:
                     return before[1]  # the same document: its exact original bytes
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
     # A textarea sends CRLF line ends: LF unless the original value itself used CRLF.

@@ -241,7 +241,7 @@ class Button:
     name: str
     page: Where
     steps: tuple[Step, ...]
-    #: The result in view after the last step (the toast's message, by default).
+    #: The result that must be in view after the last step (mostly the toast's message).
     result: Callable[[Any, Shop], Any]
     #: What Redis must show after it; raises AssertionError otherwise.
     changed: Callable[[redis.Redis, Shop], None]
@@ -388,6 +388,11 @@ def _redrive_control(action: str) -> Press:
         job.locator(f'[data-redrive-action="{action}"]').click()
 
     return press
+
+
+def _press_edit_replay(page: Any, shop: Shop) -> None:
+    page.get_by_label("Reason (for the audit trail)").fill("amount corrected")
+    page.get_by_role("button", name="Replay edited entry", exact=True).click()
 
 
 def _redrive_changed(r: redis.Redis, shop: Shop) -> None:
@@ -831,6 +836,22 @@ BUTTONS: tuple[Button, ...] = (
         result=lambda page, shop: toast(page, f"Redrive #{shop.seen['job']}: cancelled."),
         changed=_redrive_changed,
         audit="redrive-cancel",
+    ),
+    Button(
+        name="edit-replay",
+        page=lambda shop: f"/streams/{shop.stream}/dlq/{shop.dead[1]}/edit/",
+        live=False,
+        steps=(
+            Step(
+                _press_edit_replay,
+                lambda s: f"/streams/{s.stream}/dlq/{s.dead[1]}/edit-replay/",
+            ),
+        ),
+        result=lambda page, shop: toast(page, "replayed with edits"),
+        # The dead letter is kept until the edited entry succeeds.
+        changed=lambda r, shop: _holds(r.xlen(shop.stream) == 71 and r.xlen(shop.dlq) == 4),
+        audit="edit-replay",
+        audit_ids=lambda shop: [shop.dead[1]],
     ),
     # --- the Failures page, by cause: a cause's bulk Retry in its group ---
     Button(

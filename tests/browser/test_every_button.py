@@ -41,7 +41,7 @@ from playwright.sync_api import expect
 from queue_core.control import Heartbeat, heartbeat_send, pause_set
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer, caught_up, worker_failure
+from tests.browser.server import LiveServer, caught_up, screenshot, worker_failure
 
 pytestmark = pytest.mark.browser
 
@@ -548,6 +548,45 @@ def _dlq_nth(n: int) -> Callable[[Any, Shop], Any]:
     return lambda page, shop: _dlq_row(page, shop.dead[n])
 
 
+def _cause(action: str, label: str, verb: str, reason: str = "") -> Button:
+    """A cause's button on the Failures page (by cause): the pending entries of billing
+    whose last failure has it (the shop's eight timeouts), a dry run, then its
+    confirmation, posted to the group's bulk action."""
+
+    def press(page: Any, shop: Shop) -> None:
+        if reason:
+            page.locator("#cause-reason").fill(reason)
+        press_row_action(_cause_row(page), label)
+
+    def url(shop: Shop) -> str:
+        return f"/streams/{shop.stream}/groups/billing/bulk/{action}/"
+
+    def changed(r: redis.Redis, shop: Shop) -> None:
+        for entry_id in shop.ids[54:62]:
+            if action == "retry":
+                assert _due(r, shop, entry_id)
+            else:
+                assert _pending(r, shop.stream, entry_id) is None
+        assert r.xlen(shop.dlq) == (12 if action == "dead-letter" else 4)
+
+    return Button(
+        name=f"cause-{action}",
+        page=lambda shop: f"/failures/?view=causes&stream={shop.stream}",
+        live=False,
+        prepare=_ingested,
+        steps=(
+            Step(press, url, shows=lambda page, shop: page.locator("#bulk-result .card")),
+            Step(_confirm_card("#bulk-result", f"Confirm {action} of 8"), url),
+        ),
+        result=lambda page, shop: toast(
+            page, f"{verb.capitalize()} 8 entries whose last failure has cause"
+        ),
+        changed=changed,
+        audit=f"bulk-{action}",
+        audit_ids=lambda shop: shop.ids[54:62],
+    )
+
+
 BUTTONS: tuple[Button, ...] = (
     # --- the group page: a pending row's buttons, far down its first page ---
     Button(
@@ -854,29 +893,9 @@ BUTTONS: tuple[Button, ...] = (
         audit_ids=lambda shop: [shop.dead[1]],
     ),
     # --- the Failures page, by cause: a cause's bulk Retry in its group ---
-    Button(
-        name="cause-retry",
-        page=lambda shop: f"/failures/?view=causes&stream={shop.stream}",
-        live=False,
-        prepare=_ingested,
-        steps=(
-            Step(
-                lambda page, shop: press_row_action(_cause_row(page), "Retry…"),
-                lambda s: f"/streams/{s.stream}/groups/billing/bulk/retry/",
-                shows=lambda page, shop: page.locator("#bulk-result .card"),
-            ),
-            Step(
-                _confirm_card("#bulk-result", "Confirm retry of 8"),
-                lambda s: f"/streams/{s.stream}/groups/billing/bulk/retry/",
-            ),
-        ),
-        result=lambda page, shop: toast(page, "Retried 8 entries whose last failure has cause"),
-        changed=lambda r, shop: _holds(
-            all(_due(r, shop, entry_id) for entry_id in shop.ids[54:62])
-        ),
-        audit="bulk-retry",
-        audit_ids=lambda shop: shop.ids[54:62],
-    ),
+    _cause("retry", "Retry…", "retried"),
+    _cause("dead-letter", "Dead-letter…", "dead-lettered"),
+    _cause("acknowledge", "Acknowledge…", "acknowledged", reason="gateway timeouts, refunded"),
 )
 
 
@@ -1010,6 +1029,7 @@ class ToastTests:
         # The operator stays where they acted: the row is still in view, under no message.
         expect(last).to_be_in_viewport()
         assert message.evaluate(_COVERED) == []
+        screenshot(page, "result-toast")
         message.get_by_role("button", name="Dismiss message").click()
         expect(page.locator("#messages .flash")).to_have_count(0)
 

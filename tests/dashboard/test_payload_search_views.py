@@ -218,7 +218,8 @@ class JumpTests:
         response = client.get(jump, {"where": "stream", "at": at})
         assert response.status_code == 302
         assert response["Location"] == (
-            reverse("dashboard:stream-detail", args=[stream]) + "?before=1796160600000-0#entry-table"
+            reverse("dashboard:stream-detail", args=[stream])
+            + "?before=1796160600000-0#entry-table"
         )
         page = client.get(response["Location"]).content.decode()
         table = element_text(page, "entry-table")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -36,15 +37,18 @@ from queue_core.events import event_publish
 
 
 def _answer(request: HttpRequest, outcome: service.Verdict, *, stream: str) -> HttpResponse:
-    """htmx: the dialog's answer fragment (a 2xx start or control also reloads the page);
-    a plain form: back to the dead-letter page (a refusal as text)."""
+    """htmx: the dialog's answer fragment (a 2xx start or control also reloads the page,
+    its message carried there by the session, shown in the page's messages as an action's
+    is); a plain form: back to the dead-letter page with its message (a refusal as text)."""
     html = render_to_string("dashboard/_redrive_answer.html", {"outcome": outcome})
     if request.headers.get("HX-Request"):
         response = HttpResponse(html, status=outcome.status)
         if outcome.ok and outcome.job is not None:
             response["HX-Refresh"] = "true"
+            messages.success(request, outcome.message)
         return response
     if outcome.ok:
+        messages.success(request, outcome.message)
         return redirect(reverse("dashboard:dlq", args=[stream]))
     return HttpResponse(html, status=outcome.status)
 

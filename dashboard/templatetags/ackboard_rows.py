@@ -71,22 +71,26 @@ _MISSING = (
 )
 #: Retry submits the page's shared #row-retry form to this row's action URL, with the
 #: consumer shown as its value (htmx and plain HTML both honour formaction, name, value).
+#: ``type="submit"`` must be written out: htmx 2 remembers which button submitted a form
+#: (and so takes its formaction, name and value) only for a button outside its form that
+#: says so; without it htmx posted to the form's own URL, the rows' prefix (a 404).
 #: What it does is said once above the table (``retry_notes``), which the button names
 #: as its description: the words are not repeated in each of 50 rows.
 _RETRY = (
-    '<button class="btn small" form="row-retry" formaction="{url}retry/" '
+    '<button type="submit" class="btn small" form="row-retry" formaction="{url}retry/" '
     'name="seen_consumer" value="{consumer}" aria-describedby="{explain}">Retry</button>'
 )
 _DUE = ' <span class="explain">already due</span>'
-#: Without JavaScript these submit the empty GET form #row-open to the entry's page;
-#: row_actions.js opens the shared dialog named by data-row-dialog instead.
+#: Without JavaScript these submit the empty GET form #row-open to the entry's page
+#: (``type="submit"`` written out, as for Retry); row_actions.js opens the shared dialog
+#: named by data-row-dialog instead.
 _OPENERS = (
     ("dashboard.claim_entry", "claim", "btn small", "Claim"),
     ("dashboard.dead_letter_entry", "dead-letter", "btn small danger", "Dead-letter"),
     ("dashboard.acknowledge_entry", "acknowledge", "btn small danger", "Acknowledge"),
 )
 _OPENER = (
-    '\n    <button class="{css}" form="row-open" formaction="{{entry_url}}" '
+    '\n    <button type="submit" class="{css}" form="row-open" formaction="{{entry_url}}" '
     'data-row-dialog="{action}">{label}</button>'
 )
 #: The Retry explanations the rows' buttons point at (aria-describedby), once a table.
@@ -111,7 +115,7 @@ def _truncated(value: str, length: int) -> str:
 
 
 #: Bumped when the pending table's markup changes in a way its inputs do not show.
-_TABLE_VERSION = "pending-table-3"
+_TABLE_VERSION = "pending-table-4"
 _ROW_PERMISSIONS = ("dashboard.retry_entry", *(perm for perm, *_ in _OPENERS))
 
 

@@ -137,7 +137,8 @@ class SearchBrowserTests:
         page.get_by_text("Find: payload search").click()
         page.locator("#find-stream").get_by_label("Jump to time (UTC)").fill("2026-12-01T21:30:00")
         page.locator("#find-stream").get_by_role("button", name="Go").click()
-        page.wait_for_url("**?before=1796160600000-0")
+        page.wait_for_url("**?before=1796160600000-0#entry-table")
         table = page.locator("#entry-table")
         expect(table).to_contain_text(old)
         expect(table).not_to_contain_text(new)
+        expect(table).to_be_in_viewport()  # it lands on the table, not the page's top

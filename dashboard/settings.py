@@ -391,8 +391,9 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
 }
 
 # Sessions (dashboard/sessions.py): Django's cached_db store. A page request reads its
-# session with one GET from this shared Redis cache rather than one SQL query; a login or
-# logout writes the database too, so every web process sees a logout at once. The cache is
+# session's data with one GET from this shared Redis cache and checks its row with one
+# small SQL statement; a logout deletes the row, so every web process sees it at once,
+# whether or not this Redis answers. The cache is
 # Django's RedisCache, which talks to one server: it lives on ACKBOARD_CHANNELS_URL (by
 # default ACKBOARD_REDIS_URL), and where that server is a Redis Cluster node the store falls
 # back to database sessions (point ACKBOARD_CHANNELS_URL at a standalone Redis to cache them

@@ -520,7 +520,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "filters": {"library_outage": {"()": "dashboard.log_filters.LibraryOutage"}},
+    "filters": {
+        "library_outage": {"()": "dashboard.log_filters.LibraryOutage"},
+        "client_error_line": {"()": "dashboard.log_filters.ClientErrorLine"},
+    },
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
         # axes announces itself at INFO in every process, before any command's own output
@@ -530,5 +533,8 @@ LOGGING = {
         # (a logger's filters see only its own records, so each module's logger).
         "channels_redis.pubsub": {"filters": ["library_outage"]},
         "channels_redis.core": {"filters": ["library_outage"]},
+        # Django logs each 403 (and other 4xx) it answers for an exception with the whole
+        # traceback: one line each instead (dashboard/log_filters.py).
+        "django.request": {"filters": ["client_error_line"]},
     },
 }

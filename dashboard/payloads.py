@@ -680,7 +680,8 @@ def fields_page(
     budget: DecodeBudget | None = None,
 ) -> FieldsPage:
     """At most ``count`` fields from index ``start``, and no more once the page has sent
-    ``budget.chars_left`` characters of field text (one field always, while any is left):
+    ``budget.chars_left`` characters of field text, or before a large value its JSON budget
+    can no longer parse (one field always, while any characters are left):
     an entry of 50,000 fields, or of a hundred 200,000-character values, costs one page's
     work, not the whole entry's. Each field as ``field_view`` (JSON parsing charged to
     ``budget``, a fresh ``DecodeBudget`` when None). O(fields shown)."""
@@ -689,6 +690,14 @@ def fields_page(
     views: list[FieldView] = []
     if budget.chars_left > 0:
         for name, value in fields[start : start + count]:
+            if (
+                views
+                and PREVIEW_JSON_BYTES < len(value) <= PRETTY_JSON_BYTES
+                and (len(value) > budget.left)
+            ):
+                # The page's JSON budget cannot parse it: the next page starts with it
+                # (and a fresh budget) rather than showing it withheld as too large.
+                break
             view = field_view(name, value, budget=budget)
             views.append(view)
             budget.chars_left -= len(view.name) + len(view.shown) + len(view.full or "")

@@ -5,6 +5,7 @@ the same way."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -124,3 +125,15 @@ class PreviewBoundTests:
         assert line.startswith("f0= f1= ") and line.endswith("…")
         assert len(line) == payloads.PREVIEW_CHARS
         assert read <= payloads.PREVIEW_CHARS
+
+
+class FieldsPageTests:
+    def test_a_page_ends_before_a_value_its_json_budget_cannot_parse(self) -> None:
+        doc = json.dumps({"items": ["x" * 100] * 2_900}).encode()  # ~300 KB of JSON
+        assert payloads.PREVIEW_JSON_BYTES < len(doc) < payloads.PRETTY_JSON_BYTES
+        fields = [(f"f{i}".encode(), doc) for i in range(4)]
+        page = payloads.fields_page(fields, budget=payloads.DecodeBudget(total=700_000))
+        assert [f.name for f in page] == ["f0", "f1"] and all(f.is_json for f in page)
+        assert page.more == 2
+        following = payloads.fields_page(fields, start=page.end)
+        assert [f.name for f in following] == ["f2", "f3"] and all(f.is_json for f in following)

@@ -693,7 +693,7 @@ def fields_page(
             if (
                 views
                 and PREVIEW_JSON_BYTES < len(value) <= PRETTY_JSON_BYTES
-                and (len(value) > budget.left)
+                and len(value) > budget.left
             ):
                 # The page's JSON budget cannot parse it: the next page starts with it
                 # (and a fresh budget) rather than showing it withheld as too large.

@@ -52,7 +52,7 @@ def main() -> None:
     try:
         client = redis.Redis.from_url(store.url)
         fields = {f"field-{i:05d}": f"value number {i}" for i in range(args.fields)}
-        entry_id = client.xadd("big", fields).decode()  # type: ignore[arg-type]
+        entry_id = client.xadd("big", fields).decode()
         with serving(LiveServer(store.url)) as server:
             url = f"{server.url}/streams/big/entries/{entry_id}/"
             mine = _session(server)

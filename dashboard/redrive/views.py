@@ -100,11 +100,11 @@ def _api_answer(outcome: service.Outcome) -> Answer:
 @api_view("POST")
 def api_redrive(request: HttpRequest, *, user: User) -> Answer:
     if not service.may_redrive(user):  # permission before input: the service's audited 403
-        stream = ""
+        named = ""
         with contextlib.suppress(BadRequest):
             given = _body(request).get("stream")
-            stream = given if isinstance(given, str) else ""
-        return _api_answer(service.redrive(user=user, client=get_redis(), stream=stream,
+            named = given if isinstance(given, str) else ""
+        return _api_answer(service.redrive(user=user, client=get_redis(), stream=named,
                                            data={}, confirm=False, channel="api"))  # fmt: skip
     body: dict[str, Any] = _body(request)
     stream = body.get("stream")

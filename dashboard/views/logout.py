@@ -12,13 +12,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse
 
 
 class LogoutView(auth_views.LogoutView):
     """``LogoutView`` (POST only, then ``LOGOUT_REDIRECT_URL``) with "You are logged out."."""
 
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = super().post(request, *args, **kwargs)
         messages.success(request, "You are logged out.")
         return response

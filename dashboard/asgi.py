@@ -2,7 +2,8 @@
 
 Sockets pass ``SiteOriginValidator`` (the Origin header must be this site's own origin,
 scheme, host and port, or a trusted one: see origin.py) and ``AuthMiddlewareStack`` (the
-Django session); consumers then check permissions, and keep checking them while open.
+Django session); consumers then check permissions, and keep checking them while open. A
+path no surface serves is closed with 4404 (``routing.websocket_routes``), not a 500.
 """
 
 import gc
@@ -30,9 +31,7 @@ from dashboard.origin import SiteOriginValidator  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": SiteOriginValidator(
-            AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns))
-        ),
+        "websocket": SiteOriginValidator(AuthMiddlewareStack(URLRouter(routing.websocket_routes))),
     }
 )
 

@@ -44,9 +44,10 @@ import json
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from django.conf import settings
@@ -65,6 +66,14 @@ SHOWN_CHARS = 2_000
 #: Most characters ever sent for one value, even expanded (a 512 MB value must not
 #: become a 512 MB page).
 MAX_CHARS = 200_000
+#: Fields one page of an entry's fields shows (the entry page pages through the rest with
+#: ``?fields_from=``); a dead-letter row shows fewer (``DLQ_ROW_FIELDS``).
+PAGE_FIELDS = 100
+DLQ_ROW_FIELDS = 20
+#: Characters of field text (names, shown and expandable parts) one page sends at most,
+#: across all its rows: about 1 MB of HTML, rendered in tens of ms, however many fields
+#: or however large the values are.
+PAGE_FIELD_CHARS = 1_000_000
 #: Characters of the one-line preview in tables.
 PREVIEW_CHARS = 140
 #: JSON values up to this size are parsed for the preview (so nested secrets are redacted).
@@ -522,10 +531,12 @@ class FieldView:
 
 
 class DecodeBudget:
-    """JSON bytes a page may still parse in full (``PAGE_JSON_BYTES``), shared by its rows."""
+    """What a page may still spend on fields, shared by its rows: JSON bytes parsed in full
+    (``PAGE_JSON_BYTES``) and characters of field text sent (``PAGE_FIELD_CHARS``)."""
 
-    def __init__(self, total: int = PAGE_JSON_BYTES) -> None:
+    def __init__(self, total: int = PAGE_JSON_BYTES, chars: int = 0) -> None:
         self.left = total
+        self.chars_left = chars or PAGE_FIELD_CHARS
 
     def allow(self, size: int) -> int:
         """The JSON size this value may be parsed up to; charges the budget if it fits."""
@@ -587,8 +598,72 @@ def field_view(
 def fields_view(
     fields: Iterable[tuple[bytes, bytes]], *, budget: DecodeBudget | None = None
 ) -> list[FieldView]:
-    """Every field of an entry, in stream order (``budget``: see ``field_view``)."""
+    """Every field of an entry, in stream order (``budget``: see ``field_view``). Unbounded:
+    pages show ``fields_page`` instead."""
     return [field_view(name, value, budget=budget) for name, value in fields]
+
+
+class FieldsPage(list[FieldView]):
+    """Some of an entry's fields, in stream order: the views (it is their list, so a
+    template iterates it as before), from field ``start`` (0-based) of ``total``."""
+
+    def __init__(self, views: Iterable[FieldView], *, start: int, total: int) -> None:
+        super().__init__(views)
+        self.start = start
+        self.total = total
+
+    @property
+    def first(self) -> int:
+        """The 1-based number of the first field shown (for "fields 101–200 of 50,000")."""
+        return self.start + 1
+
+    @property
+    def end(self) -> int:
+        """The 0-based index after the last field shown: where the next page starts."""
+        return self.start + len(self)
+
+    @property
+    def more(self) -> int:
+        """Fields after this page (0: it shows the last)."""
+        return max(0, self.total - self.end)
+
+    @property
+    def partial(self) -> bool:
+        return self.start > 0 or self.more > 0
+
+
+def fields_page(
+    fields: Sequence[tuple[bytes, bytes]],
+    *,
+    start: int = 0,
+    count: int = PAGE_FIELDS,
+    budget: DecodeBudget | None = None,
+) -> FieldsPage:
+    """At most ``count`` fields from index ``start``, and no more once the page has sent
+    ``budget.chars_left`` characters of field text, or before a large value its JSON budget
+    can no longer parse (one field always, while any characters are left):
+    an entry of 50,000 fields, or of a hundred 200,000-character values, costs one page's
+    work, not the whole entry's. Each field as ``field_view`` (JSON parsing charged to
+    ``budget``, a fresh ``DecodeBudget`` when None). O(fields shown)."""
+    budget = budget if budget is not None else DecodeBudget()
+    start = max(0, start)
+    views: list[FieldView] = []
+    if budget.chars_left > 0:
+        for name, value in fields[start : start + count]:
+            if (
+                views
+                and PREVIEW_JSON_BYTES < len(value) <= PRETTY_JSON_BYTES
+                and len(value) > budget.left
+            ):
+                # The page's JSON budget cannot parse it: the next page starts with it
+                # (and a fresh budget) rather than showing it withheld as too large.
+                break
+            view = field_view(name, value, budget=budget)
+            views.append(view)
+            budget.chars_left -= len(view.name) + len(view.shown) + len(view.full or "")
+            if budget.chars_left <= 0:
+                break
+    return FieldsPage(views, start=start, total=len(fields))
 
 
 #: Previews are cached by content: a table shows the same entries on every request and
@@ -607,7 +682,10 @@ def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS
     redaction pattern (the line is a function of those alone): about 2 µs instead of
     20-60 µs a row.
     """
-    pairs = tuple(fields)
+    # A line shows at most ``chars`` characters and each field takes at least two ("=" and
+    # a space), so fields past the first ``chars`` never show: an entry of 50,000 fields
+    # costs what its first ``chars`` do.
+    pairs = tuple(islice(fields, chars))
     if sum(len(name) + len(value) for name, value in pairs) > PREVIEW_CACHE_BYTES:
         return _preview(pairs, chars)
     try:

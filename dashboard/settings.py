@@ -388,8 +388,9 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
 }
 
 # Sessions (dashboard/sessions.py): Django's cached_db store. A page request reads its
-# session with one GET from this shared Redis cache rather than one SQL query; a login or
-# logout writes the database too, so every web process sees a logout at once. The cache is
+# session's data with one GET from this shared Redis cache and checks its row with one
+# small SQL statement; a logout deletes the row, so every web process sees it at once,
+# whether or not this Redis answers. The cache is
 # Django's RedisCache, which talks to one server: it lives on ACKBOARD_CHANNELS_URL (by
 # default ACKBOARD_REDIS_URL), and where that server is a Redis Cluster node the store falls
 # back to database sessions (point ACKBOARD_CHANNELS_URL at a standalone Redis to cache them
@@ -516,7 +517,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "filters": {"library_outage": {"()": "dashboard.log_filters.LibraryOutage"}},
+    "filters": {
+        "library_outage": {"()": "dashboard.log_filters.LibraryOutage"},
+        "client_error_line": {"()": "dashboard.log_filters.ClientErrorLine"},
+    },
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
         # axes announces itself at INFO in every process, before any command's own output
@@ -526,5 +530,8 @@ LOGGING = {
         # (a logger's filters see only its own records, so each module's logger).
         "channels_redis.pubsub": {"filters": ["library_outage"]},
         "channels_redis.core": {"filters": ["library_outage"]},
+        # Django logs each 403 (and other 4xx) it answers for an exception with the whole
+        # traceback: one line each instead (dashboard/log_filters.py).
+        "django.request": {"filters": ["client_error_line"]},
     },
 }

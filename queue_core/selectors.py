@@ -859,7 +859,7 @@ def entry_detail(*, client: Client, stream: str, entry_id: str) -> EntryDetail |
     None when the stream does not exist, or the entry is neither in the stream nor
     pending anywhere. ``entry_id`` must be a valid id (``validation.entry_id_check``).
     """
-    pipe = client.pipeline(transaction=False)
+    pipe = _lean_pipeline(client)  # the entry's fields as Redis's flat list (no dict)
     pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
     pipe.xinfo_groups(stream)
     found, groups_raw = pipe.execute(raise_on_error=False)

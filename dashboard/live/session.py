@@ -20,9 +20,9 @@ socket of the process:
   next recheck.
 
 Never writes the session (a socket cannot set cookies) and never talks to Redis but
-through the shared layer and the session engine's cache. Cost of one batched check, for
-any number of sockets: database sessions, one query; the ``cached_db`` engine, one cache
-``get_many`` plus one query for the misses; then one query for the users and two for
+through the shared layer. Cost of one batched check, for
+any number of sockets: one query for the session rows (the ``cached_db`` engine's too: its
+cached copies count only while their rows exist); then one query for the users and two for
 their permissions (one more when a superuser is among them). With another session engine
 or another permission backend it falls back to ``session_perms`` per *session* (one load
 plus two queries each), never per socket.
@@ -48,7 +48,6 @@ from django.contrib import auth
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Permission
 from django.contrib.auth.signals import user_logged_out
-from django.contrib.sessions.backends.cached_db import SessionStore as CachedDBStore
 from django.contrib.sessions.backends.db import SessionStore as DBStore
 from django.core.exceptions import ValidationError
 from django.db import Error as DatabaseError
@@ -140,9 +139,9 @@ def session_perms(*, session_key: str, user_id: Any) -> Perms | int:
 def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
     """The stored data of each of ``keys`` that still exists and has not expired.
 
-    Database sessions: one query per CHUNK keys. ``cached_db``: one cache ``get_many``,
-    then that query for the misses (a cache that fails is a miss; nothing is written back,
-    a socket's check writes nothing). Any other engine: one ``load()`` per key.
+    Database sessions, ``cached_db`` included: one query per CHUNK keys, from the rows
+    themselves (a cached copy counts only while its row exists, ``dashboard.sessions``, so
+    the rows alone answer). Any other engine: one ``load()`` per key.
     """
     store_class = import_module(settings.SESSION_ENGINE).SessionStore
     if not issubclass(store_class, DBStore):
@@ -150,17 +149,7 @@ def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
         return {key: data for key, data in loaded.items() if data}
     store = store_class()
     found: dict[str, dict[str, Any]] = {}
-    if isinstance(store, CachedDBStore):
-        prefix = store.cache_key_prefix
-        try:
-            # _cache is cached_db's own handle on its cache (a stand-in where it is off).
-            cache = store._cache  # type: ignore[attr-defined]
-            cached = cache.get_many([prefix + key for key in keys])
-        except Exception as exc:  # the database still answers for them
-            socket_warnings.warn("session-cache", "live: session cache unavailable (%s)", exc)
-            cached = {}
-        found = {name[len(prefix) :]: data for name, data in cached.items() if data}
-    missing = sorted(key for key in keys if key not in found)
+    missing = sorted(keys)
     now = timezone.now()
     for at in range(0, len(missing), CHUNK):
         rows = store.model.objects.filter(

@@ -181,12 +181,14 @@ def redrive(
 ) -> Verdict:
     """The dry run (``confirm`` False: how many would be replayed, nothing changed), or a
     new job over the dead letters matching now (its ``upto_id``), audited."""
+    # The permission first: a user who may not redrive gets 403 whatever the stream is
+    # (an unknown or refused name answers 404 only to those who may act on it).
+    if not may_redrive(user):
+        return _denied(user, "redrive", stream, channel)
     try:
         check_stream(stream)
     except BadRequest as exc:
         return Verdict(exc.status, str(exc))
-    if not may_redrive(user):
-        return _denied(user, "redrive", stream, channel)
     try:
         filt, canary, rate = parse(data)
     except BadRequest as exc:
@@ -221,22 +223,43 @@ def redrive(
                         f"{rate:g}/s.", job=job, dry=dry)  # fmt: skip
 
 
+#: Larger ids fit no database's integer column: no job has one.
+_MAX_PK = 2**63 - 1
+
+
+def job_pk(job_id: int | str) -> int | None:
+    """The job id as a number; None for anything but ASCII digits."""
+    text = str(job_id)
+    return int(text) if re.fullmatch(r"[0-9]+", text) else None
+
+
+def job_find(pk: int | None) -> RedriveJob | None:
+    """The job with primary key ``pk``; None for no such job (or no number)."""
+    if pk is None or pk > _MAX_PK:
+        return None
+    return RedriveJob.objects.filter(pk=pk).first()
+
+
 def control(
     *, user: User | None, job_id: int | str, action: str, channel: str = "button"
 ) -> Verdict:
-    """Pause, resume, continue, stop or cancel a job; audited "redrive-<action>"."""
+    """Pause, resume, continue, stop or cancel a job; audited "redrive-<action>".
+
+    The permission is checked first: a user who may not redrive gets 403 for any job id
+    and control, existing or not (the refusal's audit row names the job's stream when
+    there is such a job)."""
+    pk = job_pk(job_id)
+    job = job_find(pk)
+    if not may_redrive(user):
+        audit_action = f"redrive-{action}" if action in CONTROLS else "redrive-control"
+        return _denied(user, audit_action, job.stream if job is not None else "", channel)
     if action not in CONTROLS:
         return Verdict(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
-    try:
-        pk = int(str(job_id))
-    except ValueError:
+    if pk is None:
         return Verdict(400, "the job id must be a number")
-    job = RedriveJob.objects.filter(pk=pk).first()
     if job is None:
         return Verdict(404, f"no redrive job #{job_id}")
     audit_action = f"redrive-{action}"
-    if not may_redrive(user):
-        return _denied(user, audit_action, job.stream, channel)
     allowed, target = CONTROLS[action]
     before = job.state
     if target is None:  # resume: back to the canary if it is not complete

@@ -14,6 +14,7 @@ CSRF check (htmx sends the page's token); the API routes are token-only like
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.contrib import messages
@@ -31,6 +32,7 @@ from dashboard.connection import get_redis
 from dashboard.permissions import VIEW_QUEUES
 from dashboard.redrive import service
 from dashboard.redrive.models import RedriveJob
+from dashboard.views.action_runner import BadRequest
 from dashboard.views.api import _body, api_view  # the API's own auth and body rules
 from dashboard.views.remote import Answer
 from queue_core.events import event_publish
@@ -75,9 +77,9 @@ def redrive_start(request: HttpRequest, stream: str) -> HttpResponseBase:
 @never_cache
 @login_required
 @require_POST
-def redrive_control(request: HttpRequest, job_id: int, action: str) -> HttpResponseBase:
+def redrive_control(request: HttpRequest, job_id: str, action: str) -> HttpResponseBase:
     outcome = service.control(user=request.user, job_id=job_id, action=action)
-    job = outcome.job or RedriveJob.objects.filter(pk=job_id).first()
+    job = outcome.job or service.job_find(service.job_pk(job_id))
     if outcome.ok and job is not None:
         _wake(job.stream)
     return _answer(request, outcome, stream=job.stream if job else "")
@@ -101,6 +103,13 @@ def _api_answer(outcome: service.Verdict) -> Answer:
 
 @api_view("POST")
 def api_redrive(request: HttpRequest, *, user: User) -> Answer:
+    if not service.may_redrive(user):  # permission before input: the service's audited 403
+        named = ""
+        with contextlib.suppress(BadRequest):
+            given = _body(request).get("stream")
+            named = given if isinstance(given, str) else ""
+        return _api_answer(service.redrive(user=user, client=get_redis(), stream=named,
+                                           data={}, confirm=False, channel="api"))  # fmt: skip
     body: dict[str, Any] = _body(request)
     stream = body.get("stream")
     if not isinstance(stream, str) or not stream:
@@ -120,10 +129,12 @@ def patterns() -> list[URLPattern]:
     return [
         path("streams/<name:stream>/dlq/redrive/", redrive_start, name="redrive-start"),
         path("redrive/<int:job_id>/", redrive_status, name="redrive-status"),
-        path("redrive/<int:job_id>/<slug:action>/", redrive_control, name="redrive-control"),
+        # Any job id and control reach the view: a user who may not redrive gets 403 for
+        # each, before the id is looked at (dashboard.redrive.service.control).
+        path("redrive/<str:job_id>/<str:action>/", redrive_control, name="redrive-control"),
         re_path(r"^api/v1/redrive/?$", api_redrive, name="api-redrive"),
         re_path(
-            r"^api/v1/redrive/(?P<job_id>[0-9]+)/(?P<action>[a-z]+)/?$",
+            r"^api/v1/redrive/(?P<job_id>[^/]+)/(?P<action>[^/]+)/?$",
             api_redrive_control,
             name="api-redrive-control",
         ),

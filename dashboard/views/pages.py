@@ -523,8 +523,12 @@ class GroupStateView:
     row: PendingRow | None
 
 
-def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, Any]:
-    """One entry: fields, its state in each group (two round trips), failure history (SQL)."""
+def entry_context(
+    *, client: Client, stream: str, entry_id: str, fields_from: int = 0
+) -> dict[str, Any]:
+    """One entry: a page of its fields from ``fields_from`` (``payloads.fields_page``: at
+    most ``PAGE_FIELDS`` fields and ``PAGE_FIELD_CHARS`` characters of their text, however
+    large the entry), its state in each group (two round trips), failure history (SQL)."""
     _check_visible(stream)
     detail = selectors.entry_detail(client=client, stream=stream, entry_id=entry_id)
     if detail is None:
@@ -534,7 +538,9 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
         "stream": stream,
         "entry_id": entry_id,
         "detail": detail,
-        "fields": payloads.fields_view(detail.entry.fields) if detail.entry else [],
+        "fields": payloads.fields_page(detail.entry.fields, start=fields_from)
+        if detail.entry
+        else [],
         "states": [GroupStateView(s.group, s.state, s.pending_row) for s in states],
         "failures": failure_index.failure_history(stream=stream, entry_id=entry_id),
     }
@@ -551,7 +557,9 @@ def dlq_context(*, client: Client, stream: str, before: str | None = None) -> di
         DeadLetterRowView(
             row=row,
             preview=payloads.preview(row.entry.fields),
-            fields=payloads.fields_view(row.entry.fields, budget=budget),
+            fields=payloads.fields_page(
+                row.entry.fields, count=payloads.DLQ_ROW_FIELDS, budget=budget
+            ),
         )
         for row in page.rows
     ]
@@ -579,6 +587,16 @@ def _id(value: str, what: str = "entry id") -> str:
 def _optional_id(request: HttpRequest, param: str) -> str | None:
     value = request.GET.get(param, "").strip()
     return _id(value, f"'{param}' id") if value else None
+
+
+def _fields_from(request: HttpRequest) -> int:
+    """``?fields_from=N``: the entry page's first field shown (0-based; 0 when absent)."""
+    value = request.GET.get("fields_from", "").strip()
+    if not value:
+        return 0
+    if not _DIGITS.match(value) or len(value) > 9:
+        raise BadRequest("fields_from must be a whole number of fields.")
+    return int(value)
 
 
 def _min_idle_s(request: HttpRequest) -> int:
@@ -706,7 +724,12 @@ def group_detail(request: HttpRequest, stream: str, group: str) -> HttpResponse:
 @_bad_input
 def entry_detail(request: HttpRequest, stream: str, entry_id: str) -> HttpResponse:
     stream = _name(stream, "stream")
-    context = entry_context(client=get_redis(), stream=stream, entry_id=_id(entry_id))
+    context = entry_context(
+        client=get_redis(),
+        stream=stream,
+        entry_id=_id(entry_id),
+        fields_from=_fields_from(request),
+    )
     return _render(
         request,
         "dashboard/entry.html",

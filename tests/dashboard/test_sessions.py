@@ -1,15 +1,18 @@
 """Sessions from the shared Redis cache (dashboard/sessions.py), on the private server.
 
-A page request reads its session from Redis, not SQL; a logout through one client ends the
-session for every other holder of the cookie (another web process reads the same cache);
-a cache that cannot be reached fails a logout rather than half-ending it; and a Redis
-Cluster node is never used as the cache (database sessions instead).
+A page request reads its session's data from Redis and checks its row with one small SQL
+statement; a logout through one client ends the session for every other holder of the
+cookie (another web process reads the same cache); a logout while that Redis is down or
+hung still ends the session, and the copy cached before it is refused when Redis is back;
+and a Redis Cluster node is never used as the cache (database sessions instead).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +29,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from dashboard import sessions
 from tests.factories import make_user
-from tests.redis_server import free_port
+from tests.html import element_text
+from tests.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +83,7 @@ def _logged_in(django_user_model: type[User]) -> Client:
 
 @pytest.mark.usefixtures("cached_sessions")
 class CachedSessionTests:
-    def test_a_page_reads_its_session_from_redis_not_sql(
+    def test_a_page_reads_its_session_from_redis_and_checks_its_row(
         self, django_user_model: type[User], r: redis.Redis, prefix: str
     ) -> None:
         client = _logged_in(django_user_model)
@@ -87,8 +91,10 @@ class CachedSessionTests:
         with CaptureQueriesContext(connection) as queries:
             response = client.get(reverse("dashboard:overview"))
         assert response.status_code == 200
-        sql = [q["sql"] for q in queries.captured_queries]
-        assert not [q for q in sql if "django_session" in q], sql
+        sql = [q["sql"] for q in queries.captured_queries if "django_session" in q["sql"]]
+        # The data comes from the cache; the database only says the row is still there.
+        assert len(sql) == 1 and sql[0].startswith("SELECT 1 FROM"), sql
+        assert "session_data" not in sql[0]
 
     def test_logout_in_one_client_ends_the_session_in_another(
         self, django_user_model: type[User], r: redis.Redis, prefix: str
@@ -122,17 +128,94 @@ class CachedSessionTests:
         # A new login works too (its new key is checked against the cache, then the rows).
         assert Client().login(username="olga", password="pw")
 
-    def test_logout_fails_while_the_cache_cannot_be_reached(
+    def test_logout_ends_the_session_while_the_cache_cannot_be_reached(
         self, django_user_model: type[User], settings: SettingsWrapper, prefix: str
     ) -> None:
         client = _logged_in(django_user_model)
-        # The probe said "usable"; now the server is gone. The session is left whole.
+        # The probe said "usable"; now the server is gone.
         settings.CACHES = _caches(f"redis://127.0.0.1:{free_port()}/0", prefix)
         _forget_probes()
         key = client.cookies["sessionid"].value
         response = client.post(reverse("logout"))
-        assert response.status_code == 503  # RedisErrorMiddleware: "Redis is unreachable."
-        assert sessions.SessionStore().exists(key)
+        assert response.status_code == 302 and response["Location"] == reverse("login")
+        assert not sessions.SessionStore().exists(key)
+        assert client.cookies["sessionid"].value == ""  # the cookie is deleted too
+
+
+def _own_server_caches(settings: SettingsWrapper, server: RedisServer, prefix: str) -> None:
+    _forget_probes()
+    settings.CACHES = _caches(server.url, prefix)
+    settings.SESSION_ENGINE = "dashboard.sessions"
+    settings.SESSION_CACHE_ALIAS = "sessions"
+
+
+def _cached_copies(server: RedisServer, prefix: str) -> list[bytes]:
+    with redis.Redis.from_url(server.url) as own:
+        return _session_keys(own, prefix)
+
+
+def _logout_page(client: Client) -> str:
+    """The logout's answer followed to the login page; the flash it shows."""
+    response = client.post(reverse("logout"))
+    assert response.status_code == 302 and response["Location"] == reverse("login")
+    login = client.get(response["Location"])
+    assert login.status_code == 200
+    return element_text(login.content.decode(), "messages")
+
+
+class LogoutDuringOutageTests:
+    """Logout while the sessions' Redis is down or hung ends the session, and the copy it
+    could not delete is refused when Redis is back (its row is gone)."""
+
+    def test_logout_while_redis_is_down_ends_the_session_after_it_returns(
+        self, django_user_model: type[User], settings: SettingsWrapper, prefix: str
+    ) -> None:
+        # Data that survives a SIGKILL: the cached copy is back when the server restarts.
+        server = RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always"))
+        server.start()
+        try:
+            _own_server_caches(settings, server, prefix)
+            client = _logged_in(django_user_model)
+            old_cookie = client.cookies["sessionid"].value
+            assert client.get(reverse("dashboard:overview")).status_code == 200
+            assert len(_cached_copies(server, prefix)) == 1
+            server.kill()
+            assert _logout_page(client) == "You are logged out."
+            server.start()
+            assert len(_cached_copies(server, prefix)) == 1  # the copy outlived the outage
+            other = Client()  # the same cookie, kept by someone else
+            other.cookies["sessionid"] = old_cookie
+            after = other.get(reverse("dashboard:overview"))
+            assert after.status_code == 302 and after["Location"].startswith(reverse("login"))
+            assert _cached_copies(server, prefix) == []  # refused, then deleted
+        finally:
+            server.cleanup()
+            _forget_probes()
+
+    def test_logout_while_redis_is_hung_ends_the_session_after_it_answers(
+        self, django_user_model: type[User], settings: SettingsWrapper, prefix: str
+    ) -> None:
+        server = RedisServer().start()
+        assert server.proc is not None
+        stopped = False
+        try:
+            _own_server_caches(settings, server, prefix)
+            client = _logged_in(django_user_model)
+            old_cookie = client.cookies["sessionid"].value
+            os.kill(server.proc.pid, signal.SIGSTOP)  # accepts connections, never answers
+            stopped = True
+            assert _logout_page(client) == "You are logged out."
+            os.kill(server.proc.pid, signal.SIGCONT)
+            stopped = False
+            other = Client()
+            other.cookies["sessionid"] = old_cookie
+            after = other.get(reverse("dashboard:overview"))
+            assert after.status_code == 302 and after["Location"].startswith(reverse("login"))
+        finally:
+            if stopped:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            server.cleanup()
+            _forget_probes()
 
 
 class ClusterFallbackTests:

@@ -132,6 +132,16 @@ class BatchedCheckTests:
         assert [batched[p] for p in ended] == [session.CLOSE_LOGIN] * 4
         assert batched[wrong_user] == batched[unknown] == session.CLOSE_LOGIN
 
+    def test_a_cached_copy_whose_row_is_gone_ends_the_socket(self, engine: str) -> None:
+        """A logout whose cache delete failed (Redis away) deleted the row only: the copy
+        still in the cache must not keep that session's sockets open."""
+        user = _user("left", "view_queues")
+        (pair,) = _pairs(user)
+        if engine == "cached_db":
+            assert sessions.SessionStore(pair[0]).load()  # a cached copy exists
+        Session.objects.filter(session_key=pair[0]).delete()  # the row alone
+        assert session.sessions_perms(sockets=[pair]) == {pair: session.CLOSE_LOGIN}
+
     def test_costs_the_same_queries_for_3_or_30_sessions(self, engine: str) -> None:
         def queries(n: int) -> int:
             users = [_user(f"u{n}-{i}", "view_queues") for i in range(n)]

@@ -387,15 +387,6 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     },
 }
 
-# Sessions (dashboard/sessions.py): Django's cached_db store. A page request reads its
-# session's data with one GET from this shared Redis cache and checks its row with one
-# small SQL statement; a logout deletes the row, so every web process sees it at once,
-# whether or not this Redis answers. The cache is
-# Django's RedisCache, which talks to one server: it lives on ACKBOARD_CHANNELS_URL (by
-# default ACKBOARD_REDIS_URL), and where that server is a Redis Cluster node the store falls
-# back to database sessions (point ACKBOARD_CHANNELS_URL at a standalone Redis to cache them
-# on a cluster deployment). Short timeouts: a cache that does not answer costs a request
-# half a second at most before the database answers instead.
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     # The three caches of rendered HTML below keep their strings as they are, unpickled
@@ -427,21 +418,10 @@ CACHES: dict[str, dict[str, Any]] = {
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 64},
     },
-    "sessions": {
-        # Django's RedisCache, one client per process (dashboard/sessions.py)
-        "BACKEND": "dashboard.sessions.SessionCache",
-        "LOCATION": ACKBOARD_CHANNELS_URL,
-        "KEY_PREFIX": "ackboard:sessions",
-        "OPTIONS": {
-            "socket_timeout": 0.5,
-            "socket_connect_timeout": 0.5,
-            # one pool per process, not one per request context (dashboard/sessions.py)
-            "pool_class": "dashboard.sessions.SharedConnectionPool",
-        },
-    },
 }
-SESSION_ENGINE = "dashboard.sessions"
-SESSION_CACHE_ALIAS = "sessions"
+# Sessions in the database, Django's own engine: a logout deletes the row, so it ends the
+# session in every web process at once, whatever state Redis is in.
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
 # --- security ---------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True

@@ -20,10 +20,9 @@ socket of the process:
   next recheck.
 
 Never writes the session (a socket cannot set cookies) and never talks to Redis but
-through the shared layer. Cost of one batched check, for
-any number of sockets: one query for the session rows (the ``cached_db`` engine's too: its
-cached copies count only while their rows exist); then one query for the users and two for
-their permissions (one more when a superuser is among them). With another session engine
+through the shared layer. Cost of one batched check, for any number of sockets: one query
+for the session rows; then one query for the users and two for their permissions (one
+more when a superuser is among them). With another session engine
 or another permission backend it falls back to ``session_perms`` per *session* (one load
 plus two queries each), never per socket.
 """
@@ -139,9 +138,8 @@ def session_perms(*, session_key: str, user_id: Any) -> Perms | int:
 def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
     """The stored data of each of ``keys`` that still exists and has not expired.
 
-    Database sessions, ``cached_db`` included: one query per CHUNK keys, from the rows
-    themselves (a cached copy counts only while its row exists, ``dashboard.sessions``, so
-    the rows alone answer). Any other engine: one ``load()`` per key.
+    Database sessions (Django's ``db`` engine and its subclasses): one query per CHUNK
+    keys, from the rows. Any other engine: one ``load()`` per key.
     """
     store_class = import_module(settings.SESSION_ENGINE).SessionStore
     if not issubclass(store_class, DBStore):

@@ -1,9 +1,9 @@
 """The logout route: Django's ``LogoutView``, which then says the session ended.
 
-Owns only the message. Ending the session is the session engine's (``dashboard.sessions``:
-the row is deleted whatever state the Redis cache is in), so a logout never answers 503
-for a Redis outage. The message travels in the messages cookie (the session is gone by
-then) and the login page shows it. Never talks to Redis itself.
+Owns only the message. Ending the session is Django's (the database row is deleted;
+sessions never live in Redis), so a logout never answers 503 for a Redis outage. The
+message travels in the messages cookie (the session is gone by then) and the login page
+shows it. Never talks to Redis itself.
 """
 
 from __future__ import annotations

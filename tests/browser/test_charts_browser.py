@@ -307,6 +307,9 @@ class ScreenshotTests:
             expect(page.locator("#rate-charts .chart-markers li")).to_have_count(3)
             expect(page.locator("#group-drain")).to_be_visible()
             assert page.locator("#rate-charts .chart-panel").count() == 4
+            # The rates come after the pending entries and the consumers: the README's
+            # shot (the first screen) starts at them.
+            page.evaluate("document.getElementById('rate-charts').scrollIntoView()")
             page.wait_for_timeout(300)
             screenshot(page, "group-rates")
         finally:

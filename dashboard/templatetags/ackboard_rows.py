@@ -49,21 +49,31 @@ from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_m
 
 register = template.Library()
 
-#: One pending row. The data- attributes are what row_actions.js fills the shared dialogs
-#: from (with the id, from the row's id): what the operator saw, which Claim posts back.
+#: One pending row, one line high: the payload and the last failure take the width
+#: (single-line, cut with an ellipsis; the full text is the cell's title and shows when the
+#: cell is clicked, ackboard.js), and the actions sit in one compact menu
+#: (``<details class="row-menu">``) holding the same buttons. The data- attributes are
+#: what row_actions.js fills the shared dialogs from (with the id, from the row's id):
+#: what the operator saw, which Claim posts back.
 _ROW = (
     '<tr id="pending-{id}" data-consumer="{consumer}" data-delivered="{delivered}" '
     'data-deliveries="{deliveries}">\n'
     '  <td class="check"><input type="checkbox" name="ids" value="{id}" form="bulk-form" '
     'aria-label="Select {id}"></td>\n'
-    '  <td class="mono nowrap"><a href="{entry_url}">{id}</a> {copy}</td>\n'
-    '  <td class="mono consumer">{consumer_short}</td>\n'
+    '  <td class="mono nowrap id-cell"><a href="{entry_url}">{id}</a> {copy}</td>\n'
+    '  <td class="mono consumer clip" title="{consumer}">{consumer_short}</td>\n'
     '  <td class="nowrap">{idle}</td>\n'
     '  <td class="num">{deliveries}</td>\n'
-    '  <td class="preview mono hide-sm" title="{preview}">{preview_cell}</td>\n'
-    '  <td class="failure hide-sm" title="{failure}">{failure_short}</td>\n'
-    '  <td class="actions-cell"><div class="actions row-actions">{actions}</div></td>\n'
+    '  <td class="preview mono hide-sm clip" title="{preview}">{preview_cell}</td>\n'
+    '  <td class="failure hide-sm clip" title="{failure}">{failure_short}</td>\n'
+    '  <td class="actions-cell">{menu}</td>\n'
     "</tr>\n"
+)
+#: The row's actions menu: a native disclosure (it opens without JavaScript too), whose
+#: list floats over the rows below, so the row keeps its height.
+_MENU = (
+    '<details class="row-menu"><summary class="btn small">Actions</summary>'
+    '<div class="actions row-actions">{actions}</div></details>'
 )
 _MISSING = (
     '<span class="badge warn" title="The entry was trimmed or deleted while pending">'
@@ -214,8 +224,8 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
                 preview=preview,
                 preview_cell=_MISSING if row.payload_missing else preview,
                 failure=escape(row.last_failure),
-                failure_short=escape(_truncated(row.last_failure, 120)),
-                actions=actions,
+                failure_short=escape(_truncated(row.last_failure, 500)),
+                menu=_MENU.format(actions=actions) if actions else "",
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - every value above was escaped

@@ -153,6 +153,17 @@ class DeadLetterRowView:
     def id(self) -> str:
         return self.row.id
 
+    @property
+    def last_error_adds(self) -> bool:
+        """Whether the last error says more than the reason, so the row shows both: not
+        when it is empty or the reason already holds it (a permanent failure's reason
+        repeats its message: "permanent failure: 550 …" and "PermanentFailure: 550 …")."""
+        error, reason = self.row.last_error.strip(), self.row.reason.strip()
+        if not error:
+            return False
+        message = error.split(": ", 1)[1] if ": " in error else error
+        return message.strip() not in reason
+
 
 # --- health -----------------------------------------------------------------------------
 

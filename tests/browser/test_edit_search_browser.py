@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer, caught_up, screenshot
+from tests.browser.server import LiveServer, caught_up, row_button, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -46,7 +46,7 @@ class EditReplayBrowserTests:
     ) -> None:
         dlq_id = _dead_letter(browser_redis, stream)
         page.goto(f"{web_server.url}/streams/{stream}/dlq/")
-        page.locator(f"#dlq-{dlq_id}").get_by_role("link", name="Edit & replay").click()
+        row_button(page.locator(f"#dlq-{dlq_id}"), "Edit & replay", role="link").click()
         page.wait_for_url(f"**/dlq/{dlq_id}/edit/")
         payload = page.locator("fieldset[data-mode=json] textarea")
         expect(payload).to_have_value(json.dumps(

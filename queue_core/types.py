@@ -377,8 +377,8 @@ class DeadLettersFound:
     """The dead letters of one entry found by a bounded walk of ``{S}:dlq``
     (``selectors.entry_dead_letters``): ``found`` holds (origin group, dead-letter id)
     pairs, oldest first. ``complete`` is True when the walk reached the end of the
-    dead-letter stream; else only ``scanned`` dead letters, up to ``last_id``, were read
-    and a later one may exist."""
+    dead-letter stream or found one for every group asked about; else only ``scanned``
+    dead letters, up to ``last_id``, were read and a later one may exist."""
 
     found: tuple[tuple[str, str], ...]
     scanned: int

@@ -538,9 +538,10 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
     """One entry: fields, its state in each group (two round trips), failure history (SQL).
 
     A group that has delivered the entry and holds it no longer either acknowledged it or
-    dead-lettered it: one more round trip, only then, tells which
-    (``selectors.entry_dead_letters``: at most ``ENTRY_DLQ_BUDGET`` dead letters looked
-    at, from the latest instant the move can have come after, never the whole DLQ)."""
+    dead-lettered it: only then, a bounded read of the dead letters moved since the
+    latest instant the move can have come after tells which (``selectors.
+    entry_dead_letters``: usually one round trip, at most ``ENTRY_DLQ_BUDGET`` dead
+    letters, never the whole DLQ)."""
     _check_visible(stream)
     detail = selectors.entry_detail(client=client, stream=stream, entry_id=entry_id)
     if detail is None:
@@ -554,6 +555,7 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
             stream=stream,
             entry_id=entry_id,
             since_ms=_dead_letter_since_ms(entry_id, done, failures),
+            groups=done,
         )
         if done
         else None

@@ -8,9 +8,7 @@ KEYS, which keeps every script cluster-safe, and the dead-letter metadata names 
 through ARGV (``queue_core.keys``).
 
 Services (``queue_core.services``, ``queue_core.bulk``) and the worker use these
-bindings; the one read-only script, ``dlq_find`` (a bounded walk of a dead-letter stream
-that returns matches, not payloads), serves ``selectors.entry_dead_letters``. Nothing
-else runs a script.
+bindings; nothing else runs a script.
 """
 
 from queue_core.scripts.acknowledge import ACKNOWLEDGE
@@ -18,7 +16,6 @@ from queue_core.scripts.binding import Refusal, ScriptCall, calls_pipelined
 from queue_core.scripts.claim import CLAIM
 from queue_core.scripts.dead_letter import DEAD_LETTER
 from queue_core.scripts.dlq_delete import DLQ_DELETE
-from queue_core.scripts.dlq_find import DLQ_FIND
 from queue_core.scripts.dlq_purge import DLQ_PURGE
 from queue_core.scripts.dlq_replay import DLQ_REPLAY
 from queue_core.scripts.retry import RETRY
@@ -28,7 +25,6 @@ __all__ = [
     "CLAIM",
     "DEAD_LETTER",
     "DLQ_DELETE",
-    "DLQ_FIND",
     "DLQ_PURGE",
     "DLQ_REPLAY",
     "RETRY",

@@ -116,7 +116,7 @@ def _with_budget(selector: Any, budget: int) -> Any:
 
 
 class EntryDeadLettersTests:
-    """The selector: a bounded walk from a start id that returns matches only."""
+    """The selector: a bounded walk from a start id, in chunks."""
 
     def test_finds_only_this_entrys_dead_letters(self, r: redis.Redis, stream: str) -> None:
         ids = make_pending(r, stream, "g", "w1", 3)
@@ -141,6 +141,21 @@ class EntryDeadLettersTests:
         assert got is not None and got.found == (("g", "5-0"),) and got.scanned == 5
         got = look(client=r, stream=stream, entry_id="2-0", since_ms=3, budget=100)
         assert got is not None and got.found == ()  # before the start: not looked at
+
+    def test_chunks_grow_and_stop_at_the_byte_budget(self, r: redis.Redis, stream: str) -> None:
+        dlq = stream_keys(stream).dlq
+        for n in range(1, 301):
+            r.xadd(dlq, {"p": "x" * 1000, "ackboard.origin-id": f"{n}-0"}, id=f"{n}-0")
+        look = selectors.entry_dead_letters
+        got = look(client=r, stream=stream, entry_id="999-0", since_ms=0, byte_budget=50_000)
+        assert got is not None and not got.complete
+        assert got.scanned < 100  # ~50 KB of 1 KB dead letters, then it stops
+        got = look(client=r, stream=stream, entry_id="300-0", since_ms=0)
+        assert got is not None and got.complete and got.found == (("", "300-0"),)
+        # Told which groups to look for, it stops at the chunk where the last was found.
+        got = look(client=r, stream=stream, entry_id="5-0", since_ms=0, groups=[""])
+        assert got is not None and got.complete and got.found == (("", "5-0"),)
+        assert got.scanned == selectors.ENTRY_DLQ_FIRST
 
     def test_no_dead_letter_stream(self, r: redis.Redis, stream: str) -> None:
         add_entries(r, stream, 1)

@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--url")
     args = parser.parse_args()
     server = None if args.url else RedisServer().start()
-    url = args.url or server.url  # type: ignore[union-attr]
+    url = args.url or (server.url if server is not None else "")
     client = redis.Redis.from_url(url)
     try:
         first = fill(client, args.dead, args.payload)

@@ -1116,11 +1116,12 @@ def entry_dead_letters(
     while scanned < budget and spent < byte_budget:
         count = min(chunk, budget - scanned)
         try:
-            items = client.xrange(dlq, min=start, max="+", count=count)
+            items: list[Any] = client.xrange(dlq, min=start, max="+", count=count) or []
         except redis.ResponseError:  # not a stream: it holds no dead letters
             return DeadLettersFound(found=(), scanned=scanned, complete=True)
         size = 0
         for item_id, fields in items:
+            fields = fields or {}
             size += sum(len(k) + len(v) for k, v in fields.items())
             if fields.get(origin_key) == entry_id.encode():
                 group = _text(fields.get(group_key))

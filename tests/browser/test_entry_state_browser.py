@@ -89,4 +89,5 @@ class EntryStateTableTests:
         row.locator("a.mono").click()
         page.wait_for_url(f"**/streams/{stream}/dlq/**")
         (dead,) = browser_redis.xrange(f"{{{stream}}}:dlq")
-        expect(page.locator(f"#dlq-{dead[0].decode()}")).to_be_visible()
+        dlq_id: str = dead[0].decode()
+        expect(page.locator(f"#dlq-{dlq_id}")).to_be_visible()

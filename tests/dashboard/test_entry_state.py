@@ -12,7 +12,6 @@ import redis
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.views import pages
 from queue_core import selectors, services
 from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import MakeClient
@@ -81,7 +80,7 @@ class EntryStateTests:
         client = make_client()
         href = _dlq_link(client, stream, ids[1])
         url = urlsplit(href)
-        assert url.fragment == f"dlq-{dlq_ids[1].dlq_id}"  # type: ignore[union-attr]
+        assert url.fragment == f"dlq-{dlq_ids[1].dlq_id}"
         page = client.get(url.path, parse_qs(url.query))
         rows = table_rows(page.content.decode(), "dlq-")
         # Newest first from the linked one: it heads the page.
@@ -98,7 +97,7 @@ class EntryStateTests:
             client=r, stream=stream, group="g", entry_id=entry_id, reason="x"
         )
         monkeypatch.setattr(
-            pages.selectors,
+            selectors,
             "entry_dead_letters",
             _with_budget(selectors.entry_dead_letters, 3),
         )
@@ -126,7 +125,7 @@ class EntryDeadLettersTests:
         ]
         found = selectors.entry_dead_letters(client=r, stream=stream, entry_id=ids[1], since_ms=0)
         assert found is not None
-        assert found.found == (("g", moved[1].dlq_id),)  # type: ignore[union-attr]
+        assert found.found == (("g", moved[1].dlq_id),)
         assert (found.scanned, found.complete) == (3, True)
 
     def test_starts_at_since_and_stops_at_the_budget(self, r: redis.Redis, stream: str) -> None:

@@ -21,17 +21,27 @@ def stream(names: str) -> str:
     return f"{names}mail-{uuid.uuid4().hex[:6]}"
 
 
-def _verdict(page: Any, within: str) -> tuple[str, str]:
-    """The first verdict inside ``within``: its badge's text and its reason's, after
-    checking that the reason is visible and beside the badge."""
+def _verdict(page: Any, within: str, expected: tuple[str, str]) -> None:
+    """The first verdict inside ``within`` shows ``expected`` (badge, reason), the reason
+    visible and beside the badge: to its right, on its line."""
     verdict = page.locator(f"{within} .verdict").first
-    badge, reason = verdict.locator(".badge"), verdict.locator(".verdict-reason")
-    expect(reason).to_be_visible()
-    b, r = badge.bounding_box(), reason.bounding_box()
-    assert b is not None and r is not None
-    assert r["x"] >= b["x"] + b["width"] - 1, (b, r)  # to its right
-    assert r["y"] < b["y"] + b["height"] and b["y"] < r["y"] + r["height"], (b, r)  # same line
-    return badge.inner_text().strip(), reason.inner_text().strip()
+    # Retried until the page (or its push) shows it: a push replaces the element.
+    expect(verdict.locator(".badge")).to_have_text(expected[0])
+    expect(verdict.locator(".verdict-reason")).to_have_text(expected[1])
+    expect(verdict.locator(".verdict-reason")).to_be_visible()
+    # One measurement in the page (a push may replace the verdict between two calls).
+    b, r = page.evaluate(
+        """within => {
+          const v = document.querySelector(within + ' .verdict');
+          const box = e => { const r = e.getBoundingClientRect();
+                             return {x: r.left, y: r.top, w: r.width, h: r.height}; };
+          return [box(v.querySelector('.badge')), box(v.querySelector('.verdict-reason'))];
+        }""",
+        within,
+    )
+    assert r["w"] > 0 and r["h"] > 0, r
+    assert r["x"] >= b["x"] + b["w"] - 1, (b, r)  # to its right
+    assert r["y"] < b["y"] + b["h"] and b["y"] < r["y"] + r["h"], (b, r)  # same line
 
 
 class HealthVerdictTests:
@@ -52,14 +62,14 @@ class HealthVerdictTests:
         expected = ("failing", "100+ failures in the last hour")
 
         page.goto(f"{web_server.url}/?q={stream}")
-        expect(page.locator("#stream-table .verdict")).to_have_count(1)
-        assert _verdict(page, "#stream-table") == expected
+        _verdict(page, "#stream-table", expected)
         caught_up(page)
-        assert _verdict(page, "#stream-table") == expected  # the push says the same
+        _verdict(page, "#stream-table", expected)  # the push says the same
+        expect(page.locator("#stream-table .verdict")).to_have_count(1)
         screenshot(page, "health-overview-1440")
 
         page.goto(f"{web_server.url}/streams/{stream}/groups/mailer/")
-        assert _verdict(page, "#group-health") == expected
+        _verdict(page, "#group-health", expected)
         caught_up(page)
-        assert _verdict(page, "#group-health") == expected
+        _verdict(page, "#group-health", expected)
         screenshot(page, "health-group-1440")

@@ -2,7 +2,8 @@
 
 Sockets pass ``SiteOriginValidator`` (the Origin header must be this site's own origin,
 scheme, host and port, or a trusted one: see origin.py) and ``AuthMiddlewareStack`` (the
-Django session); consumers then check permissions, and keep checking them while open.
+Django session); consumers then check permissions, and keep checking them while open. A
+path no surface serves is closed with 4404 (``routing.websocket_routes``), not a 500.
 """
 
 import gc
@@ -30,13 +31,13 @@ from dashboard.origin import SiteOriginValidator  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": SiteOriginValidator(
-            AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns))
-        ),
+        "websocket": SiteOriginValidator(AuthMiddlewareStack(URLRouter(routing.websocket_routes))),
     }
 )
 
 # Everything loaded so far (Django, the apps, templates' modules: ~130,000 objects) lives as
 # long as the process; moved out of the collector's sight, a full collection no longer
 # walks it. Without this, one request in a few hundred paid a ~50 ms full collection.
+# Collected first, so that no garbage of the start-up is kept for the process's life.
+gc.collect()
 gc.freeze()

@@ -48,7 +48,7 @@ RESERVED = frozenset(OWN_CONSUMERS)
 
 
 @dataclass(frozen=True, slots=True)
-class Fleet:
+class GroupFleet:
     """One group's fleet-control keys as read: its pause (None: not paused) and its
     heartbeats (sorted by consumer, live and stale)."""
 
@@ -57,6 +57,9 @@ class Fleet:
     #: Why its keys cannot be read (a name whose keys cannot share its cluster slot);
     #: "" when they were read.
     problem: str = ""
+    #: Heartbeat fields that could not be read (not JSON, past the reader's bounds, not a
+    #: heartbeat): skipped, and counted so the page can say so.
+    unreadable: int = 0
 
 
 def _now_ms() -> int:
@@ -74,18 +77,27 @@ def _pause_of(reply: Any, now_ms: int) -> Pause | None:
     return pause if pause.active(now_ms) else None
 
 
-def _heartbeats_of(reply: Any) -> tuple[Heartbeat, ...]:
+def _heartbeats_of(reply: Any) -> tuple[tuple[Heartbeat, ...], int]:
+    """The readable heartbeats, sorted by consumer, and how many fields were not."""
     if isinstance(reply, redis.ResponseError) and wrong_type(reply):
-        return ()
+        return (), 0
     if isinstance(reply, Exception):
         raise reply
     beats = []
+    unreadable = 0
     for field, value in (reply or {}).items():
         consumer = field.decode(errors="replace") if isinstance(field, bytes) else str(field)
         beat = Heartbeat.from_json(consumer, value)
-        if beat is not None:
+        if beat is None:
+            unreadable += 1
+        else:
             beats.append(beat)
-    return tuple(sorted(beats, key=lambda b: b.consumer))
+    return tuple(sorted(beats, key=lambda b: b.consumer)), unreadable
+
+
+def _fleet(pause: Any, workers: Any, now_ms: int) -> GroupFleet:
+    beats, unreadable = _heartbeats_of(workers)
+    return GroupFleet(_pause_of(pause, now_ms), beats, unreadable=unreadable)
 
 
 def _replies(client: Client, groups: Iterable[Group]) -> tuple[dict[Group, Any], dict[Group, str]]:
@@ -111,21 +123,18 @@ def _replies(client: Client, groups: Iterable[Group]) -> tuple[dict[Group, Any],
 
 def fleets_read(
     *, client: Client, groups: Iterable[Group], now_ms: int | None = None
-) -> dict[Group, Fleet]:
+) -> dict[Group, GroupFleet]:
     """The pause and heartbeats of each of ``groups``: one pipelined round trip, a GET
     and an HGETALL per group. A stream whose keys cannot share its slot
-    (``CrossSlotName``) has none, and says why (``Fleet.problem``). Connection errors and
+    (``CrossSlotName``) has none, and says why (``GroupFleet.problem``). Connection errors and
     timeouts propagate."""
     now = _now_ms() if now_ms is None else now_ms
     raw, unreadable = _replies(client, groups)
-    read = {
-        pair: Fleet(_pause_of(pause, now), _heartbeats_of(workers))
-        for pair, (pause, workers) in raw.items()
-    }
-    return {**read, **{pair: Fleet(None, (), problem=why) for pair, why in unreadable.items()}}
+    read = {pair: _fleet(pause, workers, now) for pair, (pause, workers) in raw.items()}
+    return {**read, **{pair: GroupFleet(None, (), problem=why) for pair, why in unreadable.items()}}
 
 
-def fleet_read(*, client: Client, stream: str, group: str, now_ms: int | None = None) -> Fleet:
+def fleet_read(*, client: Client, stream: str, group: str, now_ms: int | None = None) -> GroupFleet:
     """One group's pause and heartbeats: one round trip (see ``fleets_read``)."""
     return fleets_read(client=client, groups=[(stream, group)], now_ms=now_ms)[(stream, group)]
 
@@ -143,16 +152,16 @@ def fleet_queue(pipe: Any, stream: str, group: str) -> int:
     return 2
 
 
-def fleet_of(stream: str, replies: Sequence[Any], now_ms: int) -> Fleet:
-    """The ``Fleet`` from ``fleet_queue``'s replies (none: its keys cannot be named)."""
+def fleet_of(stream: str, replies: Sequence[Any], now_ms: int) -> GroupFleet:
+    """The ``GroupFleet`` from ``fleet_queue``'s replies (none: its keys cannot be named)."""
     if not replies:
         try:
             stream_keys(stream)
         except CrossSlotName as exc:
-            return Fleet(None, (), problem=str(exc))
+            return GroupFleet(None, (), problem=str(exc))
         raise ValueError("fleet_of: no replies for a stream whose keys can be named")
     pause, workers = replies
-    return Fleet(_pause_of(pause, now_ms), _heartbeats_of(workers))
+    return _fleet(pause, workers, now_ms)
 
 
 # --- live ---------------------------------------------------------------------------------
@@ -252,6 +261,8 @@ class FleetView:
     targets: tuple[str, ...] = ()
     #: Why the fleet cannot be read or controlled here ("": it can).
     problem: str = ""
+    #: Heartbeats of the group that could not be read, not shown (``GroupFleet.unreadable``).
+    unreadable: int = 0
 
     @property
     def paused(self) -> bool:
@@ -276,7 +287,7 @@ def _sentence(state: FleetState) -> str:
 
 
 def fleet_view(
-    *, fleet: Fleet, consumers: Sequence[ConsumerInfo], now_ms: int, seen_within_ms: int
+    *, fleet: GroupFleet, consumers: Sequence[ConsumerInfo], now_ms: int, seen_within_ms: int
 ) -> FleetView:
     """What the banner and the Workers section show (pure; ``control.fleet_state``)."""
     state = control.fleet_state(
@@ -310,7 +321,8 @@ def fleet_view(
         + [c.name for c in usable if c.name not in beating and c.idle_ms <= seen_within_ms]
     )
     return FleetView(state=state, rows=rows, sentence=_sentence(state), resumes=resumes,
-                     since=since, targets=targets, problem=fleet.problem)  # fmt: skip
+                     since=since, targets=targets, problem=fleet.problem,
+                     unreadable=fleet.unreadable)  # fmt: skip
 
 
 def fleet_context(
@@ -353,7 +365,7 @@ def pause_state(pause: Pause | None) -> dict[str, Any]:
     }
 
 
-def heartbeats_live(fleet: Fleet, now_ms: int) -> Mapping[str, Heartbeat]:
+def heartbeats_live(fleet: GroupFleet, now_ms: int) -> Mapping[str, Heartbeat]:
     """The live heartbeats of ``fleet`` by consumer."""
     return {b.consumer: b for b in fleet.heartbeats if b.live(now_ms)}
 
@@ -375,7 +387,7 @@ class FleetCollector(Collector):
       cap (``ACKBOARD_METRICS_FRESH_MAX``), so the scrape stays bounded.
     """
 
-    def __init__(self, fleets: Mapping[Group, Fleet], now_ms: int, unread: int = 0) -> None:
+    def __init__(self, fleets: Mapping[Group, GroupFleet], now_ms: int, unread: int = 0) -> None:
         self.fleets = fleets
         self.now_ms = now_ms
         self.unread = unread

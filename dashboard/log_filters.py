@@ -1,4 +1,4 @@
-"""Logging filters: a Redis outage seen by a library is one line, not a traceback a second.
+"""Logging filters: a Redis outage seen by a library, or a refused request, is one line.
 
 Owns ``LibraryOutage``, installed on the ``channels_redis`` logger by ``settings.LOGGING``.
 channels-redis's pub/sub layer (the ``shared`` layer, which carries logout notices between
@@ -9,6 +9,14 @@ per second hides real errors in the log. The filter turns a record whose excepti
 Redis connection or timeout error (or an OSError) into one WARNING line without the
 traceback, at most one per ``every_s`` seconds (the next one says how many it folded).
 Any other exception keeps its traceback. Costs one isinstance check per record.
+
+Owns ``ClientErrorLine`` too, installed on Django's ``django.request`` logger. Django logs
+each 4xx it answers for an exception (``PermissionDenied`` as "Forbidden (Permission
+denied)", ``BadRequest``) with the exception's full traceback: a read-only user clicking
+a button, or a scanner, wrote ~30 lines per request. A 4xx is the request's fault and the
+traceback says nothing the line does not: the record keeps its level (WARNING) and
+message, gains the exception's type and text, and loses the traceback. 5xx records keep
+theirs. Costs one attribute read per record.
 """
 
 from __future__ import annotations
@@ -51,4 +59,21 @@ class LibraryOutage(logging.Filter):
         record.exc_text = None
         record.levelno = logging.WARNING
         record.levelname = "WARNING"
+        return True
+
+
+class ClientErrorLine(logging.Filter):
+    """A 4xx answer's record as one line: the exception's type and text, no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        info = record.exc_info
+        if not isinstance(status, int) or not 400 <= status < 500 or not info or not info[1]:
+            return True
+        error = info[1]
+        detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        record.msg = f"{record.getMessage()} ({detail})"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
         return True

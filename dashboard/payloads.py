@@ -42,16 +42,18 @@ from __future__ import annotations
 import html
 import json
 import logging
-import math
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
+from itertools import islice
 from typing import Any
 
 from django.conf import settings
+
+from queue_core import bounded_json
+from queue_core.bounded_json import BoundedJSONError, json_read
 
 log = logging.getLogger("ackboard.payloads")
 
@@ -64,6 +66,14 @@ SHOWN_CHARS = 2_000
 #: Most characters ever sent for one value, even expanded (a 512 MB value must not
 #: become a 512 MB page).
 MAX_CHARS = 200_000
+#: Fields one page of an entry's fields shows (the entry page pages through the rest with
+#: ``?fields_from=``); a dead-letter row shows fewer (``DLQ_ROW_FIELDS``).
+PAGE_FIELDS = 100
+DLQ_ROW_FIELDS = 20
+#: Characters of field text (names, shown and expandable parts) one page sends at most,
+#: across all its rows: about 1 MB of HTML, rendered in tens of ms, however many fields
+#: or however large the values are.
+PAGE_FIELD_CHARS = 1_000_000
 #: Characters of the one-line preview in tables.
 PREVIEW_CHARS = 140
 #: JSON values up to this size are parsed for the preview (so nested secrets are redacted).
@@ -77,8 +87,9 @@ PRETTY_JSON_BYTES = 2 * 1024 * 1024
 #: when every byte becomes a 4-character ``\xNN`` escape, so a 50 MB value costs no more.
 DECODE_BYTES = (MAX_CHARS + 1) * 4
 #: Deepest JSON nesting that is parsed (objects and arrays, counted together, including
-#: JSON inside JSON strings). Python's parser recurses once per level.
-MAX_DEPTH = 64
+#: JSON inside JSON strings): the bounded reader's own default. Python's parser recurses
+#: once per level.
+MAX_DEPTH = bounded_json.MAX_DEPTH
 #: JSON documents inside JSON strings parsed per value (only strings that look like JSON
 #: and name a redacted key are); past this, such strings are masked whole.
 MAX_INNER_DOCUMENTS = 100
@@ -105,16 +116,6 @@ _PAD = " \t\n\r\f\v\xa0\ufeff"
 _JSON_START = re.compile(
     r"""\{|\[\s*(?:[\[{"'\]\-0-9]|true\b|false\b|null\b|NaN\b|-?Infinity\b)|"\s*[\[{]"""
 )
-# A JSON string, or an unterminated one up to the end: every match succeeds, so no
-# quote is scanned from twice (an unterminated string would make that quadratic).
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
-# A number that needs the checked parse: maybe out of float range, maybe too long.
-# Both start only where a run starts, so a long run is scanned once, not once per digit.
-_LONG_DIGITS = re.compile(r"(?<!\d)\d{309}")
-_BIG_EXPONENT = re.compile(r"[eE][+-]?\d{3}")
-_DEEP_RUN = re.compile(r"(?<![\[{])[\[{]{" + str(MAX_DEPTH + 1) + "}")
 # What a JSON string that holds a JSON document can start with.
 _JSON_FIRST = frozenset('{["' + _PAD)
 # Text that may hide a key behind an escape, an encoding or a look-alike character.
@@ -133,10 +134,6 @@ _TOKENS = (
 # Escapes that spell a character by its code (``\\u0070``).
 _CODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-F]{8}))")
 _PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
-
-
-class _Refused(ValueError):
-    """Parsing stopped by a bound; the message is the reason shown in the note."""
 
 
 @lru_cache(maxsize=8)
@@ -260,48 +257,19 @@ def _names_secret(text: str, *, anywhere: bool, regex: re.Pattern[str] | None) -
 # --- JSON, bounded -----------------------------------------------------------------------
 
 
-def _scan(text: str) -> tuple[int, bool]:
-    """How deep ``text``'s objects and arrays nest, and whether it has a number that needs
-    the checked (slower) parse: one linear pass over what is outside strings."""
-    outside = _JSON_STRING.sub("", text)
-    brackets = _NOT_BRACKET.sub("", outside)
-    if _DEEP_RUN.search(brackets):  # the usual hostile shape, found without counting
-        return MAX_DEPTH + 1, False
-    depth = max(accumulate(map(_NESTING.__getitem__, brackets)), default=0)
-    big = _LONG_DIGITS.search(outside) or _BIG_EXPONENT.search(outside)
-    return depth, big is not None
-
-
-def _parse_int(literal: str) -> int:
-    if len(literal) > MAX_NUMBER_DIGITS:
-        raise _Refused(f"a number longer than {MAX_NUMBER_DIGITS} digits")
-    return int(literal)
-
-
-def _parse_float(literal: str) -> float:
-    if len(literal) > MAX_NUMBER_DIGITS:
-        raise _Refused(f"a number longer than {MAX_NUMBER_DIGITS} digits")
-    value = float(literal)
-    if math.isinf(value):
-        raise _Refused("a number out of range")
-    return value
-
-
 def _parse(text: str, *, depth: int) -> Any:
-    """``text`` as JSON, refusing what is deeper than ``MAX_DEPTH`` from ``depth``.
+    """``text`` as JSON, refusing what is deeper than ``MAX_DEPTH`` from ``depth`` and
+    numbers past ``MAX_NUMBER_DIGITS`` or out of float range: ``queue_core.bounded_json``
+    scans the brackets outside strings before its parser recurses.
 
-    Raises ValueError (``_Refused`` for a bound, with the reason).
+    Raises ValueError (``BoundedJSONError`` for a bound, with the reason).
     """
-    nesting, big_numbers = _scan(text)
-    if depth + nesting > MAX_DEPTH:
-        raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
-    try:
-        # strict=False: raw newlines inside strings (a common producer slip) still parse.
-        if big_numbers:  # Python-level hooks per number are slow: only when needed
-            return json.loads(text, strict=False, parse_int=_parse_int, parse_float=_parse_float)
-        return json.loads(text, strict=False)
-    except RecursionError as exc:  # unreachable after the scan; kept so it can never 500
-        raise _Refused(f"nested deeper than {MAX_DEPTH} levels") from exc
+    # strict=False: raw newlines inside strings (a common producer slip) still parse. No
+    # size bound here: the callers check PRETTY_JSON_BYTES / PREVIEW_JSON_BYTES first.
+    return json_read(
+        text, max_depth=MAX_DEPTH - depth, max_size=None, max_digits=MAX_NUMBER_DIGITS,
+        strict=False,
+    )  # fmt: skip
 
 
 def _looks_like_json(text: str) -> bool:
@@ -472,10 +440,10 @@ def _decode(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> 
     try:
         parsed = _parse(text.strip(_PAD), depth=0)
     except ValueError as exc:
-        reason = str(exc) if isinstance(exc, _Refused) else "not valid JSON"
+        reason = str(exc) if isinstance(exc, BoundedJSONError) else "not valid JSON"
         if _names_secret(text, anywhere=True, regex=regex):
             return _masked(value, binary, f"{reason}, and it names a redacted key")
-        if isinstance(exc, _Refused):
+        if isinstance(exc, BoundedJSONError):
             notes.insert(0, f"shown as text: {reason}")
         return _Decoded(_escape_unshowable(text), binary=binary, note="; ".join(notes))
     redactor = _Redactor(regex)
@@ -563,10 +531,12 @@ class FieldView:
 
 
 class DecodeBudget:
-    """JSON bytes a page may still parse in full (``PAGE_JSON_BYTES``), shared by its rows."""
+    """What a page may still spend on fields, shared by its rows: JSON bytes parsed in full
+    (``PAGE_JSON_BYTES``) and characters of field text sent (``PAGE_FIELD_CHARS``)."""
 
-    def __init__(self, total: int = PAGE_JSON_BYTES) -> None:
+    def __init__(self, total: int = PAGE_JSON_BYTES, chars: int = 0) -> None:
         self.left = total
+        self.chars_left = chars or PAGE_FIELD_CHARS
 
     def allow(self, size: int) -> int:
         """The JSON size this value may be parsed up to; charges the budget if it fits."""
@@ -628,8 +598,72 @@ def field_view(
 def fields_view(
     fields: Iterable[tuple[bytes, bytes]], *, budget: DecodeBudget | None = None
 ) -> list[FieldView]:
-    """Every field of an entry, in stream order (``budget``: see ``field_view``)."""
+    """Every field of an entry, in stream order (``budget``: see ``field_view``). Unbounded:
+    pages show ``fields_page`` instead."""
     return [field_view(name, value, budget=budget) for name, value in fields]
+
+
+class FieldsPage(list[FieldView]):
+    """Some of an entry's fields, in stream order: the views (it is their list, so a
+    template iterates it as before), from field ``start`` (0-based) of ``total``."""
+
+    def __init__(self, views: Iterable[FieldView], *, start: int, total: int) -> None:
+        super().__init__(views)
+        self.start = start
+        self.total = total
+
+    @property
+    def first(self) -> int:
+        """The 1-based number of the first field shown (for "fields 101–200 of 50,000")."""
+        return self.start + 1
+
+    @property
+    def end(self) -> int:
+        """The 0-based index after the last field shown: where the next page starts."""
+        return self.start + len(self)
+
+    @property
+    def more(self) -> int:
+        """Fields after this page (0: it shows the last)."""
+        return max(0, self.total - self.end)
+
+    @property
+    def partial(self) -> bool:
+        return self.start > 0 or self.more > 0
+
+
+def fields_page(
+    fields: Sequence[tuple[bytes, bytes]],
+    *,
+    start: int = 0,
+    count: int = PAGE_FIELDS,
+    budget: DecodeBudget | None = None,
+) -> FieldsPage:
+    """At most ``count`` fields from index ``start``, and no more once the page has sent
+    ``budget.chars_left`` characters of field text, or before a large value its JSON budget
+    can no longer parse (one field always, while any characters are left):
+    an entry of 50,000 fields, or of a hundred 200,000-character values, costs one page's
+    work, not the whole entry's. Each field as ``field_view`` (JSON parsing charged to
+    ``budget``, a fresh ``DecodeBudget`` when None). O(fields shown)."""
+    budget = budget if budget is not None else DecodeBudget()
+    start = max(0, start)
+    views: list[FieldView] = []
+    if budget.chars_left > 0:
+        for name, value in fields[start : start + count]:
+            if (
+                views
+                and PREVIEW_JSON_BYTES < len(value) <= PRETTY_JSON_BYTES
+                and len(value) > budget.left
+            ):
+                # The page's JSON budget cannot parse it: the next page starts with it
+                # (and a fresh budget) rather than showing it withheld as too large.
+                break
+            view = field_view(name, value, budget=budget)
+            views.append(view)
+            budget.chars_left -= len(view.name) + len(view.shown) + len(view.full or "")
+            if budget.chars_left <= 0:
+                break
+    return FieldsPage(views, start=start, total=len(fields))
 
 
 #: Previews are cached by content: a table shows the same entries on every request and
@@ -648,7 +682,10 @@ def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS
     redaction pattern (the line is a function of those alone): about 2 µs instead of
     20-60 µs a row.
     """
-    pairs = tuple(fields)
+    # A line shows at most ``chars`` characters and each field takes at least two ("=" and
+    # a space), so fields past the first ``chars`` never show: an entry of 50,000 fields
+    # costs what its first ``chars`` do.
+    pairs = tuple(islice(fields, chars))
     if sum(len(name) + len(value) for name, value in pairs) > PREVIEW_CACHE_BYTES:
         return _preview(pairs, chars)
     try:

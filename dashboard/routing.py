@@ -2,19 +2,26 @@
 
 Paths come from the registry, which escapes names exactly like ``dashboard.converters``
 does for page URLs (``%`` and ``/`` escaped, then the whole segment percent-encoded),
-because the ASGI server decodes the path once before routing. This module only maps
-paths to the consumer; it never talks to Redis.
+because the ASGI server decodes the path once before routing. ``websocket_routes`` (what
+``dashboard.asgi`` routes) ends with a catch-all: any other path is closed with 4404 by
+``UnroutedConsumer``, quietly, where Channels' router would raise and the server answer 500
+with a traceback. This module only maps paths to consumers; it never talks to Redis.
 """
 
 from __future__ import annotations
 
 from django.urls import URLPattern, re_path
 
-from dashboard.live.consumers import SurfaceConsumer
+from dashboard.live.consumers import SurfaceConsumer, UnroutedConsumer
 from dashboard.live.registry import KINDS, Surface, socket_path, socket_pattern
 
 websocket_urlpatterns: list[URLPattern] = [
     re_path(socket_pattern(kind), SurfaceConsumer.as_asgi(kind=kind)) for kind in KINDS
+]
+#: The surfaces, then every other path (refused with 4404).
+websocket_routes: list[URLPattern] = [
+    *websocket_urlpatterns,
+    re_path(r"", UnroutedConsumer.as_asgi()),
 ]
 
 

@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry as _LayerRetry
 from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff
 
 from queue_core.connection import redis_url
-from queue_core.keys import parse_allowlist
+from queue_core.keys import RATES_SAMPLER_LEASE_KEY, parse_allowlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -240,10 +240,7 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out username+address before any password is checked.
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend, the session's user read by one prepared statement
-    # (dashboard/auth.py). Sessions logged in before it named ModelBackend's own path and
-    # must log in once more.
-    "dashboard.auth.UserBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"
@@ -331,7 +328,7 @@ ACKBOARD_SAMPLER_INTERVAL_S = _float("ACKBOARD_SAMPLER_INTERVAL_S", 10.0, minimu
 #: databases on one Redis (say, two teams' dashboards over different allowlists) each need
 #: their own key, else only one of them samples and the other's charts stay empty.
 ACKBOARD_SAMPLER_LEASE_KEY = (
-    os.environ.get("ACKBOARD_SAMPLER_LEASE_KEY", "").strip() or "ackboard:rates:sampler"
+    os.environ.get("ACKBOARD_SAMPLER_LEASE_KEY", "").strip() or RATES_SAMPLER_LEASE_KEY
 )
 #: Days of rates history kept (the 10-minute tier; the finer tiers keep 1 and 7 days).
 ACKBOARD_RATES_RETENTION_DAYS = _int("ACKBOARD_RATES_RETENTION_DAYS", 90, minimum=1)
@@ -390,14 +387,6 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     },
 }
 
-# Sessions (dashboard/sessions.py): Django's cached_db store. A page request reads its
-# session with one GET from this shared Redis cache rather than one SQL query; a login or
-# logout writes the database too, so every web process sees a logout at once. The cache is
-# Django's RedisCache, which talks to one server: it lives on ACKBOARD_CHANNELS_URL (by
-# default ACKBOARD_REDIS_URL), and where that server is a Redis Cluster node the store falls
-# back to database sessions (point ACKBOARD_CHANNELS_URL at a standalone Redis to cache them
-# on a cluster deployment). Short timeouts: a cache that does not answer costs a request
-# half a second at most before the database answers instead.
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     # The three caches of rendered HTML below keep their strings as they are, unpickled
@@ -429,21 +418,10 @@ CACHES: dict[str, dict[str, Any]] = {
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 64},
     },
-    "sessions": {
-        # Django's RedisCache, one client per process (dashboard/sessions.py)
-        "BACKEND": "dashboard.sessions.SessionCache",
-        "LOCATION": ACKBOARD_CHANNELS_URL,
-        "KEY_PREFIX": "ackboard:sessions",
-        "OPTIONS": {
-            "socket_timeout": 0.5,
-            "socket_connect_timeout": 0.5,
-            # one pool per process, not one per request context (dashboard/sessions.py)
-            "pool_class": "dashboard.sessions.SharedConnectionPool",
-        },
-    },
 }
-SESSION_ENGINE = "dashboard.sessions"
-SESSION_CACHE_ALIAS = "sessions"
+# Sessions in the database, Django's own engine: a logout deletes the row, so it ends the
+# session in every web process at once, whatever state Redis is in.
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 
 # --- security ---------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
@@ -519,7 +497,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "filters": {"library_outage": {"()": "dashboard.log_filters.LibraryOutage"}},
+    "filters": {
+        "library_outage": {"()": "dashboard.log_filters.LibraryOutage"},
+        "client_error_line": {"()": "dashboard.log_filters.ClientErrorLine"},
+    },
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
         # axes announces itself at INFO in every process, before any command's own output
@@ -529,5 +510,8 @@ LOGGING = {
         # (a logger's filters see only its own records, so each module's logger).
         "channels_redis.pubsub": {"filters": ["library_outage"]},
         "channels_redis.core": {"filters": ["library_outage"]},
+        # Django logs each 403 (and other 4xx) it answers for an exception with the whole
+        # traceback: one line each instead (dashboard/log_filters.py).
+        "django.request": {"filters": ["client_error_line"]},
     },
 }

@@ -17,6 +17,7 @@ from dashboard.views import charts as chart_views
 from dashboard.views import edit_replay as edit_views
 from dashboard.views import failure_search as failure_views
 from dashboard.views import find as find_views
+from dashboard.views import logout as logout_views
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
 
@@ -103,7 +104,7 @@ app_patterns: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", logout_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include((app_patterns, "dashboard"))),
 ]

@@ -30,7 +30,6 @@ writes audit rows (the dashboard does).
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from typing import Any, Literal
 
 import redis
 
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.control import HEARTBEAT_STALE_MS
 from queue_core.errors import action_refusal, invalid_id, not_a_group
@@ -200,9 +200,9 @@ def _heartbeats(client: Client, stream: str, group: str, now_ms: int) -> tuple[s
     stopped: set[str] = set()
     for name, value in raw.items():
         try:
-            beat = json.loads(value)
+            beat = json_read(value)
             seen = int(beat["seen_ms"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: Infinity
             continue
         mark = beat.get("stopped_ms")
         if isinstance(mark, int | float) and not isinstance(mark, bool):

@@ -22,10 +22,11 @@ themselves on ``EVENTS_CHANNEL`` as the services do. Never imports Django, never
 permissions or audits (the dashboard wraps the writes).
 
 Whatever someone else wrote into these keys never crashes a reader, and is never taken
-for more than it is: a pause that cannot be read (not JSON, not an object, a key of
-another type) still pauses, shown as ``(unreadable)``, because something is there and
-guessing "not paused" would run jobs an operator meant to stop; a heartbeat that cannot
-be read is skipped (a worker that writes it is not a worker we can talk to).
+for more than it is: a pause that cannot be read (not JSON, not an object, JSON past
+``queue_core.bounded_json``'s bounds, a key of another type) still pauses, shown as
+``(unreadable)``, because something is there and guessing "not paused" would run jobs
+an operator meant to stop; a heartbeat that cannot be read is skipped (a worker that
+writes it is not a worker we can talk to).
 
 Costs: ``pause_read`` is one GET, ``pause_set`` one SET (+ one PUBLISH), ``pause_clear``
 one GETDEL (+ one PUBLISH), ``heartbeats_read`` one HGETALL, O(workers);
@@ -47,6 +48,7 @@ from typing import Any, TypeGuard
 
 import redis
 
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.errors import wrong_type
 from queue_core.events import event_publish
@@ -203,11 +205,13 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 
 def _json_object(raw: bytes | str | None) -> dict[str, Any] | None:
-    if raw is None:
+    """The JSON object in ``raw``; None for anything else (not JSON, not an object, nested
+    too deep, too long, not bytes or text at all)."""
+    if not isinstance(raw, str | bytes):
         return None
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        data = json_read(raw)
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 

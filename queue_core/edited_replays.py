@@ -20,15 +20,14 @@ is one HGETALL of the stream's records (only dead letters with an edited replay 
 settled: a handful), one pipelined round trip (XINFO GROUPS, and per awaiting record an
 ``XPENDING key group id id 1`` and an ``XRANGE dlq id id``), one more for the records
 that look settled (``XRANGE dlq (new_id + COUNT 500``, looking for a new dead letter of
-the new entry), then one script per record that changes. Cheap enough to run on every
-read of the dead-letter page and in a sweep: ``edited_replays_sweep`` settles every
-stream with an edited replay (from the ``EDITS_INDEX_KEY`` set) and
+the new entry), then one script per record that changes. It runs in a sweep, never
+on a page read: ``edited_replays_sweep`` settles every
+stream with an edited replay (from the ``DLQ_EDITS_INDEX_KEY`` set) and
 ``edited_replays_sweeper`` runs it every few seconds in ``manage.py run_jobs``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -37,9 +36,10 @@ from typing import Any
 
 import redis
 
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.events import event_publish
-from queue_core.keys import ORIGIN_ID_FIELD, stream_keys
+from queue_core.keys import DLQ_EDITS_INDEX_KEY, ORIGIN_ID_FIELD, stream_keys
 from queue_core.scripts.binding import Refusal
 from queue_core.scripts.edit_replay import (
     EDIT_REPLAY,
@@ -47,7 +47,6 @@ from queue_core.scripts.edit_replay import (
     EDITED_FIELD,
     EDITED_FROM_FIELD,
     EditReplayed,
-    edits_key,
 )
 from queue_core.validation import entry_id_check, entry_id_key
 
@@ -61,7 +60,6 @@ __all__ = [
     "edited_replays_settle",
     "edited_replays_sweep",
     "edited_replays_sweeper",
-    "edits_key",
 ]
 
 log = logging.getLogger("ackboard.edited_replays")
@@ -71,7 +69,6 @@ log = logging.getLogger("ackboard.edited_replays")
 #: the streams' slots (one key for all), so it is written apart from the replay's script:
 #: a lost entry (a crash between the two, or a prune racing a new replay) only means that
 #: stream is settled by its dead-letter page's reads until its next edited replay.
-EDITS_INDEX_KEY = "ackboard:dlq-edits"
 #: Streams one sweep looks at, at most.
 SWEEP_MAX_STREAMS = 1000
 
@@ -102,7 +99,7 @@ def _text(value: Any) -> str:
 
 def _record(dlq_id: str, raw: Any) -> EditedReplay | None:
     try:
-        data = json.loads(raw)
+        data = json_read(raw)
         return EditedReplay(
             dlq_id=dlq_id,
             new_id=str(data["new_id"]),
@@ -112,7 +109,9 @@ def _record(dlq_id: str, raw: Any) -> EditedReplay | None:
             operator=str(data.get("operator") or ""),
             failed_as=str(data.get("failed_as") or ""),
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):
+        # Not JSON, past the reader's bounds, not an object, or a number int() refuses
+        # (Infinity): what someone else wrote is skipped, never raised.
         return None
 
 
@@ -138,7 +137,7 @@ def dead_letter_edit_replay(
     if isinstance(result, Refusal):
         raise result.error()
     try:
-        client.sadd(EDITS_INDEX_KEY, stream)
+        client.sadd(DLQ_EDITS_INDEX_KEY, stream)
     except redis.RedisError:
         log.warning("edited replay of %s: not added to the sweep's index", dlq_id)
     event_publish(
@@ -158,7 +157,7 @@ def edited_replays_read(
     """The records of ``dlq_ids`` that have one: one HMGET, O(ids)."""
     if not dlq_ids:
         return {}
-    raw = client.hmget(edits_key(stream), list(dlq_ids))
+    raw = client.hmget(stream_keys(stream).dlq_edits, list(dlq_ids))
     found = {}
     for dlq_id, value in zip(dlq_ids, raw, strict=True):
         record = _record(dlq_id, value) if value is not None else None
@@ -195,7 +194,7 @@ def edited_replays_settle(client: Client, stream: str) -> int:
     names the same new entry. Safe to run from several processes at once.
     """
     keys = stream_keys(stream)
-    key = edits_key(stream)
+    key = stream_keys(stream).dlq_edits
     raw = client.hgetall(key)
     if not raw:
         return 0
@@ -244,19 +243,19 @@ def edited_replays_settle(client: Client, stream: str) -> int:
 
 
 def edited_replays_sweep(client: Client, *, max_streams: int = SWEEP_MAX_STREAMS) -> int:
-    """Settle every stream of the sweep's index (``EDITS_INDEX_KEY``); returns how many
+    """Settle every stream of the sweep's index (``DLQ_EDITS_INDEX_KEY``); returns how many
     records changed. A stream left with no record is pruned from the index. One SSCAN
     page, then per stream what ``edited_replays_settle`` costs plus one EXISTS."""
     changed = 0
-    _, members = client.sscan(EDITS_INDEX_KEY, 0, count=max_streams)
+    _, members = client.sscan(DLQ_EDITS_INDEX_KEY, 0, count=max_streams)
     for raw in list(members)[:max_streams]:
         stream = _text(raw)
         try:
             changed += edited_replays_settle(client, stream)
-            if not client.exists(edits_key(stream)):
-                client.srem(EDITS_INDEX_KEY, raw)
+            if not client.exists(stream_keys(stream).dlq_edits):
+                client.srem(DLQ_EDITS_INDEX_KEY, raw)
         except (redis.ResponseError, ValueError):  # a name that cannot have companions
-            client.srem(EDITS_INDEX_KEY, raw)
+            client.srem(DLQ_EDITS_INDEX_KEY, raw)
     return changed
 
 
@@ -265,12 +264,22 @@ def edited_replays_sweeper(
 ) -> None:
     """Run ``edited_replays_sweep`` every ``every_s`` seconds until ``stopping`` is set
     (``manage.py run_jobs`` runs it in a daemon thread). A Redis error is logged and the
-    next sweep tries again."""
+    next sweep tries again; any other error too (a bug, or something hostile in a key
+    that no reader expected), with its traceback once until a sweep succeeds again, so a
+    failure that repeats every sweep cannot flood the log or end the thread."""
+    traced = False
     while not stopping.is_set():
         try:
             changed = edited_replays_sweep(client_factory())
             if changed:
                 log.info("edited replays: %d settled or updated", changed)
+            traced = False
         except redis.RedisError as exc:
             log.warning("edited replays sweep failed: %s", exc)
+        except Exception as exc:
+            if not traced:
+                log.exception("edited replays sweep failed; retrying every %.0f s", every_s)
+                traced = True
+            else:
+                log.debug("edited replays sweep failed again: %s", exc)
         stopping.wait(every_s)

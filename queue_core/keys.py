@@ -30,6 +30,12 @@ TAGGED_MARKER = ":ackboard"
 #: ``{orders}:pause:<group>`` and ``{orders}:workers:<group>``, in the stream's slot.
 PAUSE_INFIX = ":pause:"
 WORKERS_INFIX = ":workers:"
+#: Edit & replay's records, beside the DLQ: ``{orders}:dlq-edits``; and the set of streams
+#: that have any, which the sweep reads (not a companion: it names streams, any slot).
+DLQ_EDITS_SUFFIX = ":dlq-edits"
+DLQ_EDITS_INDEX_KEY = "ackboard:dlq-edits"
+#: The rates sampler's lease (one sampler writes at a time); settings may rename it.
+RATES_SAMPLER_LEASE_KEY = "ackboard:rates:sampler"
 
 #: Pub/sub channel on which workers and operator actions announce changes.
 #: Pub/sub is cluster-wide, so a fixed name is fine.
@@ -125,6 +131,12 @@ class StreamKeys:
         worker's last heartbeat as JSON. Its TTL is renewed by each heartbeat, so a group
         whose workers are all gone loses it by itself. In the stream's slot."""
         return self._base + WORKERS_INFIX + group
+
+    @property
+    def dlq_edits(self) -> str:
+        """Edit & replay's records of the stream's dead letters: a hash, dead-letter id ->
+        the replay's state as JSON. In the stream's slot."""
+        return self._base + DLQ_EDITS_SUFFIX
 
 
 def stream_keys(stream: str) -> StreamKeys:

@@ -19,12 +19,13 @@ Matching rules (documented in the README, "Payload search"):
 - ``equals``: the field's exact bytes equal the value's UTF-8 bytes;
 - ``contains``: the value's UTF-8 bytes occur in the field's bytes (so binary fields are
   searched too, as bytes); an empty value matches any entry that has the field;
-- ``json``: the field parses as JSON (at most ``JSON_MAX_BYTES``; larger values never
-  match) and the path (``path_parse``: ``$``, ``.key``, ``[3]``, ``["odd key"]``) leads
-  to a value equal to the expected one. The expected text is read as JSON when it
-  parses (``42``, ``true``, ``"42"``, ``{"a": 1}``), else as a plain string, so
-  ``$.customer.id`` = ``c-1`` and = ``"c-1"`` are the same search. ``true`` never equals
-  ``1``.
+- ``json``: the field parses as JSON (at most ``JSON_MAX_BYTES``, nested at most
+  ``bounded_json.MAX_DEPTH`` levels; other values never match) and the path
+  (``path_parse``: ``$``, ``.key``, ``[3]``, ``["odd key"]``) leads to a value equal to
+  the expected one. The expected text is read as JSON when it parses (``42``, ``true``,
+  ``"42"``, ``{"a": 1}``), else as a plain string, so ``$.customer.id`` = ``c-1`` and =
+  ``"c-1"`` are the same search; an expected value nested deeper than
+  ``bounded_json.MAX_DEPTH`` is refused (ValueError, a 400). ``true`` never equals ``1``.
 
 It never writes to Redis and never imports Django; the dashboard decides which fields may
 be searched (redaction) and renders the matches through ``dashboard.payloads``.
@@ -35,7 +36,6 @@ pending scan), each O(log n + chunk) in Redis, and the matching's CPU, bounded b
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -44,6 +44,7 @@ from typing import Any
 
 import redis
 
+from queue_core.bounded_json import BoundedJSONError, json_read
 from queue_core.connection import Client
 from queue_core.keys import stream_keys
 from queue_core.types import StreamEntry
@@ -105,7 +106,7 @@ def path_parse(text: str) -> tuple[str | int, ...]:
             if end is None or not text.startswith("]", end):
                 raise ValueError(f'unclosed ["…"] at position {i} of the JSON path')
             try:
-                segments.append(str(json.loads(text[i + 1 : end])))
+                segments.append(str(json_read(text[i + 1 : end])))
             except ValueError:
                 raise ValueError(f"bad quoted key at position {i} of the JSON path") from None
             i = end + 1
@@ -142,7 +143,9 @@ def search_query(*, field: str, op: str, value: str, path: str = "") -> SearchQu
         return SearchQuery(field=field.encode(), op=op, value=value)
     segments = path_parse(path or "$")
     try:
-        expected: Any = json.loads(value)
+        expected: Any = json_read(value)
+    except BoundedJSONError as exc:
+        raise ValueError(f"the value to match is JSON {exc}") from None
     except ValueError:
         expected = value
     return SearchQuery(
@@ -197,10 +200,10 @@ def search_matches(query: SearchQuery, fields: Sequence[tuple[bytes, bytes]]) ->
         elif query.op == "contains":
             if want in value:
                 return True
-        elif len(value) <= JSON_MAX_BYTES:
+        else:
             try:
-                document = json.loads(value)
-            except (ValueError, RecursionError):
+                document = json_read(value, max_size=JSON_MAX_BYTES)
+            except ValueError:
                 continue
             found = _walk(document, query.path)
             if found is not _MISSING and _same(found, query.expected):

@@ -43,8 +43,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from enum import Enum
-from importlib import resources
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
@@ -60,13 +58,19 @@ from queue_core.failures import (
     now_ms,
 )
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
-from queue_core.scripts import DEAD_LETTER
-from queue_core.scripts.binding import Refusal, text
+from queue_core.scripts.binding import Refusal, script_source, text
 from queue_core.types import DeadLettered, Outcome
 from queue_core.validation import entry_id_check
 from queue_core.worker.config import WorkerConfig
 from queue_core.worker.contract import Settlement, handler_failed_settle
-from queue_core.worker.settle import Settled, _record_of, settlements_write
+from queue_core.worker.settle import (
+    Fate,
+    Settled,
+    _record_of,
+    dead_letter_call,
+    dead_letter_fate,
+    settlements_write,
+)
 
 log = logging.getLogger("queue_core.recording")
 
@@ -365,8 +369,8 @@ async def _settlement_write_async(
     if item.dead_letter_reason is None:
         return Settled(written=written)
     fate = await _dead_letter_async(client, stream, group, consumer, item)
-    return Settled(written=written, moved=int(fate is _Fate.MOVED),
-                   kept=(item.entry_id,) if fate is _Fate.KEPT else ())  # fmt: skip
+    kept = (item.entry_id,) if fate in (Fate.KEPT, Fate.REDIS_AWAY) else ()
+    return Settled(written=written, moved=int(fate is Fate.MOVED), kept=kept)
 
 
 async def _record_write_async(
@@ -390,12 +394,6 @@ async def _record_write_async(
     return 1
 
 
-class _Fate(Enum):
-    MOVED = "moved"
-    GONE = "gone"  # not pending in our name: someone else settled or took it
-    KEPT = "kept"  # Redis failed or refused; it stays pending here
-
-
 #: The dead-letter script as an AsyncScript (it loads itself on NOSCRIPT). Kept apart
 #: from ``DEAD_LETTER``'s sync registration, which must never see an asyncio client.
 _ASYNC_SCRIPTS: dict[str, AsyncScript] = {}
@@ -404,42 +402,30 @@ _ASYNC_SCRIPTS: dict[str, AsyncScript] = {}
 def _async_script(client: redis.asyncio.Redis, name: str) -> AsyncScript:
     script = _ASYNC_SCRIPTS.get(name)
     if script is None:
-        source = resources.files("queue_core.scripts").joinpath(f"{name}.lua").read_bytes()
-        script = _ASYNC_SCRIPTS[name] = client.register_script(source)
+        script = _ASYNC_SCRIPTS[name] = client.register_script(script_source(name))
     return script
 
 
 async def _dead_letter_async(
     client: redis.asyncio.Redis, stream: str, group: str, consumer: str, item: Settlement
-) -> _Fate:
-    """``settle._dead_letter`` on an asyncio client: the same script call (``DEAD_LETTER.
-    call``), the same reading of its refusals, the same logs and ``dead_letter`` event."""
-    assert item.dead_letter_reason is not None
-    call = DEAD_LETTER.call(stream=stream, group=group, entry_id=item.entry_id,
-                            reason=item.dead_letter_reason, last_error=item.last_error,
-                            expected_consumer=consumer)  # fmt: skip
+) -> Fate:
+    """``settle._dead_letter`` on an asyncio client: the same script call and the same
+    judgement of its reply (``settle.dead_letter_fate``), then the ``dead_letter`` event."""
+    call = dead_letter_call(stream=stream, group=group, consumer=consumer, item=item)
+    outcome: DeadLettered | Refusal | Exception
     try:
         reply = await _async_script(client, call.script.name)(
             keys=call.keys, args=call.args, client=client
         )
+        outcome = call.parse(reply)
     except redis.RedisError as exc:
-        # NOGROUP, WRONGTYPE, unreachable...: not a race another consumer won.
-        log.error("could not dead-letter %s %s (%s); it stays pending", stream, item.entry_id, exc)
-        return _Fate.KEPT
-    result: DeadLettered | Refusal = call.parse(reply)
-    if isinstance(result, Refusal):
-        if result.kind == "too-many-fields":
-            log.error("could not dead-letter %s %s (%s); it stays pending", stream,
-                      item.entry_id, result.message)  # fmt: skip
-            return _Fate.KEPT
-        log.info("not dead-lettering %s %s: %s", stream, item.entry_id, result.message)
-        return _Fate.GONE
-    log.warning("dead-lettered %s %s of group %s: %s", stream, item.entry_id, group,
-                item.dead_letter_reason)  # fmt: skip
-    message = event_message(type="dead_letter", stream=stream, group=group,
-                            entry_id=item.entry_id)  # fmt: skip
-    await _publish_async(client, message, f"dead_letter event for {stream}")
-    return _Fate.MOVED
+        outcome = exc
+    fate = dead_letter_fate(outcome, stream=stream, group=group, item=item)
+    if fate is Fate.MOVED:
+        message = event_message(type="dead_letter", stream=stream, group=group,
+                                entry_id=item.entry_id)  # fmt: skip
+        await _publish_async(client, message, f"dead_letter event for {stream}")
+    return fate
 
 
 async def _publish_async(client: redis.asyncio.Redis, message: str, what: str) -> None:

@@ -63,7 +63,7 @@ from queue_core.types import (
     StreamStamp,
     StreamSummary,
 )
-from queue_core.validation import entry_id_key
+from queue_core.validation import entry_id_key, entry_id_ms
 
 #: Rows per pending page (XPENDING extended form: ~0.13 ms on a 1M PEL at any depth).
 PENDING_PAGE_SIZE = 50
@@ -332,8 +332,8 @@ def _may_lag(group: GroupInfo, length: int) -> bool:
     return length > 0 and group.lag != 0
 
 
-def _id_ms(entry_id: str | None) -> int | None:
-    return None if entry_id is None else int(entry_id.partition("-")[0])
+def _ms_or_none(entry_id: str | None) -> int | None:
+    return None if entry_id is None else entry_id_ms(entry_id)
 
 
 def _consumer_info(raw: Mapping[str, Any]) -> ConsumerInfo:
@@ -406,7 +406,7 @@ def _summary(
                 oldest_pending_id=got.oldest_pending_id,
                 consumer_list=got.consumers,
                 waiting_id=got.waiting_id,
-                oldest_undelivered_ms=_id_ms(got.undelivered_id),
+                oldest_undelivered_ms=_ms_or_none(got.undelivered_id),
             )
         )
     oldest_ids = [s.oldest_pending_id for s in stats if s.oldest_pending_id]
@@ -519,7 +519,7 @@ def _with_undelivered(
     _raise_transport(replies)
     out = list(groups)
     for i, reply in zip(behind, replies, strict=True):
-        out[i] = replace(out[i], oldest_undelivered_ms=_id_ms(_first_id(reply)))
+        out[i] = replace(out[i], oldest_undelivered_ms=_ms_or_none(_first_id(reply)))
     return out
 
 
@@ -568,7 +568,7 @@ def _group_detail_finish(
         undelivered_id = _first_id(
             client.xrange(stream, min=_id_after(group_info.last_delivered_id), max="+", count=1)
         )
-        group_info = replace(group_info, oldest_undelivered_ms=_id_ms(undelivered_id))
+        group_info = replace(group_info, oldest_undelivered_ms=_ms_or_none(undelivered_id))
     waiting_id = undelivered_id if _may_wait(group_info, stream_info.length) else None
     pending, oldest_pending_id, newest_pending_id = _pending_summary(summary)
     return GroupDetail(
@@ -867,7 +867,7 @@ def entry_detail(*, client: Client, stream: str, entry_id: str) -> EntryDetail |
     None when the stream does not exist, or the entry is neither in the stream nor
     pending anywhere. ``entry_id`` must be a valid id (``validation.entry_id_check``).
     """
-    pipe = client.pipeline(transaction=False)
+    pipe = _lean_pipeline(client)  # the entry's fields as Redis's flat list (no dict)
     pipe.xrange(stream, min=entry_id, max=entry_id, count=1)
     pipe.xinfo_groups(stream)
     found, groups_raw = pipe.execute(raise_on_error=False)
@@ -1191,9 +1191,9 @@ def stream_counters(*, client: Client, streams: Sequence[str]) -> tuple[StreamCo
         for (i, j, what), reply in zip(calls, replies, strict=True):
             got = reads.setdefault((i, j), {})
             if what == "oldest" and isinstance(reply, dict) and reply.get("min") is not None:
-                got["oldest"] = _id_ms(_text(reply["min"]))
+                got["oldest"] = _ms_or_none(_text(reply["min"]))
             elif what == "undelivered":
-                got["undelivered"] = _id_ms(_first_id(reply))
+                got["undelivered"] = _ms_or_none(_first_id(reply))
     out = []
     for i, (name, info, groups) in enumerate(found):
         counters = []

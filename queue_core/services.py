@@ -9,7 +9,7 @@ an ``action`` event (a hint for live pages, never state).
 
 Services never import Django and never decide permissions; the dashboard wraps each one
 in a permission check and an audit row. Bulk scoping lives in ``queue_core.bulk``; the
-worker moves its own dead letters with ``scripts.DEAD_LETTER.move``, without an event.
+worker moves its own dead letters with the same script (``worker.settle``).
 """
 
 from __future__ import annotations

@@ -6,10 +6,15 @@ Sections are owned by the module named in their heading.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from queue_core.bounded_json import json_read
+
+#: How deep ``Job.json`` reads by default: far deeper than payloads nest in practice, and
+#: far enough from Python's recursion limit (1000 frames) for a handler's own stack.
+JOB_JSON_MAX_DEPTH = 512
 
 
 class PermanentFailure(Exception):  # noqa: N818 - the public name the issue asks for
@@ -59,10 +64,18 @@ class Job:
     consumer: str
     raw: dict[bytes, bytes] = field(default_factory=dict, repr=False, compare=False)
 
-    def json(self, name: str = "payload") -> Any:
-        """The JSON value of field ``name``; a missing or malformed one is a PermanentFailure."""
+    def json(
+        self,
+        name: str = "payload",
+        *,
+        max_depth: int = JOB_JSON_MAX_DEPTH,
+        max_size: int | None = None,
+    ) -> Any:
+        """The JSON value of field ``name``; a missing or malformed one is a PermanentFailure,
+        and so is one nested deeper than ``max_depth`` or longer than ``max_size``
+        characters (None: any length), with the reason (``queue_core.bounded_json``)."""
         try:
-            return json.loads(self.fields[name])
+            return json_read(self.fields[name], max_depth=max_depth, max_size=max_size)
         except KeyError:
             raise PermanentFailure(f"field {name!r} is missing") from None
         except ValueError as exc:

@@ -17,7 +17,8 @@ MAX_IDLE_MS = 10 * 365 * 24 * 3600 * 1000
 MAX_REASON_LENGTH = 2000
 
 _ID = re.compile(r"\A(\d{1,20})-(\d{1,20})\Z")
-_U64 = 2**64 - 1
+#: Each part of a stream id is an unsigned 64-bit number.
+ID_PART_MAX = 2**64 - 1
 
 
 def entry_id_check(entry_id: str, *, what: str = "entry id") -> str:
@@ -26,7 +27,7 @@ def entry_id_check(entry_id: str, *, what: str = "entry id") -> str:
     Both parts must fit in 64 bits, as Redis requires.
     """
     match = _ID.match(entry_id) if isinstance(entry_id, str) else None
-    if match is None or int(match[1]) > _U64 or int(match[2]) > _U64:
+    if match is None or int(match[1]) > ID_PART_MAX or int(match[2]) > ID_PART_MAX:
         shown = entry_id if isinstance(entry_id, str) and len(entry_id) <= 60 else "that value"
         raise ValueError(f"{what} {shown!r} is not a stream id like 1700000000000-0")
     return entry_id
@@ -38,10 +39,15 @@ def entry_id_key(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
+def entry_id_ms(entry_id: str) -> int:
+    """The millisecond part of a valid stream id: when it was added, by Redis's clock."""
+    return int(entry_id.partition("-")[0])
+
+
 def entry_id_after(entry_id: str) -> str:
     """The smallest stream id greater than ``entry_id`` (a cursor that excludes it)."""
     ms, seq = entry_id_key(entry_id)
-    return f"{ms + 1}-0" if seq == _U64 else f"{ms}-{seq + 1}"
+    return f"{ms + 1}-0" if seq == ID_PART_MAX else f"{ms}-{seq + 1}"
 
 
 def name_check(value: str, what: str) -> str:

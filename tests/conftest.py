@@ -30,6 +30,7 @@ from tests.redis_server import (
     engine_from_env,
     engine_select,
 )
+from tests.servers import started
 
 #: Where tests run once per engine: the worker, queue_core and the integration tests.
 _MATRIX_DIRS = tuple(Path(__file__).parent / name for name in ("integration", "queue_core"))
@@ -98,14 +99,8 @@ def redis_url(redis_engine: str) -> Iterator[str]:
             pytest.fail(f"REDIS_TEST_URL/VALKEY_URL={external} is not reachable: {exc}")
         yield external
         return
-    try:
-        server = RedisServer(binary=engine_binary(redis_engine)).start()
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started(RedisServer(binary=engine_binary(redis_engine)), RedisUnavailable) as server:
         yield server.url
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture
@@ -154,15 +149,8 @@ def redis_cluster() -> Iterator[RedisCluster]:
     Shared by every cluster test: use unique key prefixes, and never kill its nodes (a
     fault test starts its own ``RedisCluster``). Fails the run, never skips, if it
     cannot start."""
-    cluster = RedisCluster()
-    try:
-        cluster.start()
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started(RedisCluster(), RedisUnavailable) as cluster:
         yield cluster
-    finally:
-        cluster.cleanup()
 
 
 @pytest.fixture(scope="session")

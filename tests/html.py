@@ -97,3 +97,13 @@ def labelled_text(page: str, label: str) -> str:
     parser.close()
     assert parser.found, f"no element with aria-label={label!r} in the page"
     return " ".join("".join(parser.text).split())
+
+
+def attribute_text(page: str, attr: str, value: str) -> str:
+    """Whitespace-folded text of the first element with ``attr=value``; AssertionError if
+    absent."""
+    parser = _ById(value, attr=attr)
+    parser.feed(page)
+    parser.close()
+    assert parser.found, f"no element with {attr}={value!r} in the page"
+    return " ".join("".join(parser.text).split())

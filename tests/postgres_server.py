@@ -222,17 +222,10 @@ class PostgresServer:
 def running_postgres() -> Iterator[PostgresServer]:
     """A started private server, cleaned up after; a test without one fails, saying how to
     get one (never a skip)."""
-    server = PostgresServer()
-    try:
-        server.start()
-    except PostgresUnavailable as exc:
-        import pytest
+    from tests.servers import started
 
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started(PostgresServer(), PostgresUnavailable) as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 def client_backends(url: str) -> set[int]:

@@ -60,10 +60,6 @@ ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 # does not pass; axes documents turning it off for tests. tests/dashboard/
 # test_login_throttle.py turns it back on, and the browser tests run production settings.
 AXES_ENABLED = False
-# Sessions in the database: the production cache (dashboard/sessions.py) would be the Redis
-# at ACKBOARD_CHANNELS_URL, known only per test; tests/dashboard/test_sessions.py points it
-# at the private server. The browser tests run the production engine.
-SESSION_ENGINE = "django.contrib.sessions.backends.db"
 # The rates sampler thread is off in tests: tests/dashboard/test_rates.py and
 # tests/integration/test_rates_workers.py run it where they test it.
 ACKBOARD_SAMPLER = False

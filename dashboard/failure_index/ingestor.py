@@ -13,7 +13,6 @@ records: one XREADGROUP, one INSERT transaction, one XACK.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -30,8 +29,10 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 
 from dashboard.failure_index.records import failure_record_parse
 from dashboard.failure_index.retention import failures_prune_expired
+from dashboard.live.logs import FailureLog
 from dashboard.models import IndexedFailure
 from queue_core.backoff import Backoff
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.errors import group_exists, group_missing, key_missing
 from queue_core.keys import (
@@ -43,6 +44,8 @@ from queue_core.keys import (
 )
 
 log = logging.getLogger("ackboard.failures")
+#: Unreadable events (anyone may PUBLISH) and unexpected errors: at most once a minute each.
+_warnings = FailureLog(log)
 
 #: The consumer group the ingestor reads every failures stream with.
 INGEST_GROUP = "ackboard-ingest"
@@ -387,6 +390,12 @@ def _ingest_loop(
                     events.close()
                     events = _events_open(ingestor.client)
                 stop.wait(delay)
+            except Exception as exc:
+                # A bug something hostile found: nothing acked for what failed (it is read
+                # again), logged at most once a minute, and the index stays fresh for the
+                # rest instead of going stale until someone restarts the process.
+                _warnings.report("ingest", "failure ingest", exc)
+                stop.wait(backoff.failed())
         ingestor.retire()
     finally:
         events.close()
@@ -408,11 +417,24 @@ def _wait_for_failure(events: redis.client.PubSub, timeout: float, stop: threadi
     while (left := deadline - time.monotonic()) > 0 and not stop.is_set():
         # Short slices keep a stop request answered within a quarter second.
         message = events.get_message(timeout=min(left, 0.25))
-        if message is None:
-            continue
-        try:
-            event = json.loads(message["data"])
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("type") == "failure":
+        if message is not None and failure_event(message.get("data")):
             return
+
+
+def failure_event(data: Any) -> bool:
+    """Whether a pub/sub message's ``data`` is a worker's ``failure`` event. Anything else,
+    whatever it holds (malformed, nested thousands deep, not text at all), is False: an
+    unreadable one is logged at most once a minute, and the loop goes on."""
+    if not isinstance(data, str | bytes):
+        return False
+    try:
+        event = json_read(data)
+    except ValueError as exc:
+        _warnings.warn(
+            "unreadable-event",
+            "failure ingest: ignored an event on %s that is not readable JSON (%s)",
+            EVENTS_CHANNEL,
+            str(exc)[:200],
+        )
+        return False
+    return isinstance(event, dict) and event.get("type") == "failure"

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import secrets
 import time
@@ -89,6 +88,7 @@ from dashboard.live.render import surface_render
 from dashboard.models import IndexedFailure
 from queue_core import selectors
 from queue_core.backoff import Backoff
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.keys import EVENTS_CHANNEL
 
@@ -533,10 +533,19 @@ class Broadcaster:
     # --- wake-ups -----------------------------------------------------------------------
 
     def on_event(self, raw: bytes | str) -> None:
-        """A pub/sub event: re-render its stream's surfaces now if it is one we react to."""
+        """A pub/sub event: re-render its stream's surfaces now if it is one we react to.
+
+        Anyone who can PUBLISH may send anything: what is not readable JSON (malformed,
+        nested too deep, too long) is ignored, with a warning at most once a minute."""
         try:
-            event = json.loads(raw)
-        except ValueError:
+            event = json_read(raw) if isinstance(raw, str | bytes) else None
+        except ValueError as exc:
+            self._failures.warn(
+                "unreadable-event",
+                "live: ignored an event on %s that is not readable JSON (%s)",
+                EVENTS_CHANNEL,
+                str(exc)[:200],
+            )
             return
         if isinstance(event, dict) and event.get("type") == RATES_EVENT:
             self._on_rates(event)
@@ -552,6 +561,14 @@ class Broadcaster:
             if event["type"] == "failure" and self._loop is not None:
                 self._watch_failures_until = self._loop.time() + FAILURE_WATCH_FOR_S
             self._poke()
+
+    def _event_guarded(self, raw: Any) -> None:
+        """``on_event``, whose failure (a bug a hostile event found) costs that event only:
+        the subscription, and the live updates of every page, go on."""
+        try:
+            self.on_event(raw)
+        except Exception as exc:
+            self._failures.report("event", "live: handling an event", exc)
 
     def _on_rates(self, event: dict[str, Any]) -> None:
         """The sampler's tick: the stream and group pages' signatures change with it."""
@@ -594,7 +611,7 @@ class Broadcaster:
                             ignore_subscribe_messages=True, timeout=5.0
                         )
                         if message is not None and message.get("type") == "message":
-                            self.on_event(message["data"])
+                            self._event_guarded(message["data"])
             except REDIS_AWAY as exc:
                 failed, self.subscribed = address, None
                 wait = backoff.failed()

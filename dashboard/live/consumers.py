@@ -127,3 +127,17 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
             surface = self.attached[0]
             self._detach()
             self._attach(surface, perms)
+
+
+class UnroutedConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is untyped
+    """A socket on a path no surface serves (``/ws/``, ``/ws/nope/``, anything else): closed
+    with 4404 at once, without reading the session, the user or Redis. Without it Channels'
+    router raises ValueError ("No route found"), which the server answers with a 500 and a
+    logged traceback per handshake."""
+
+    channel_layer_alias = NO_LAYER
+
+    async def connect(self) -> None:
+        # As SurfaceConsumer refuses: accepted only to close with a reason, nothing sent.
+        await self.accept()
+        await self.close(code=CLOSE_NOT_FOUND)

@@ -1,6 +1,7 @@
 """The live layer's log: repeated problems are logged briefly, at most once a minute each.
 
-Owns the one rate rule of ``ackboard.live``: a problem that repeats every tick or on every
+Owns the one rate rule of ``ackboard.live`` (and of the failure ingestor, which logs
+through its own logger with the same rule): a problem that repeats every tick or on every
 socket (a surface that fails to render, Redis or the database away) is logged at most
 once per ``LOG_EVERY_S`` per key, so it cannot flood the log. Never raises and never
 decides what to do about a problem. Cost: a dict lookup per report.
@@ -30,7 +31,9 @@ class FailureLog:
     #: Keys remembered; the oldest are forgotten past this (a key is a few hundred bytes).
     MAX_KEYS = 1024
 
-    def __init__(self) -> None:
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        #: Where its lines go: ``ackboard.live`` unless another process's log is given.
+        self.log = logger or log
         self._logged_at: dict[Any, float] = {}
         self._unlogged: Counter[Any] = Counter()
         self._traced: set[Any] = set()
@@ -54,7 +57,7 @@ class FailureLog:
         """``log.warning(message, *args)``, unless ``key`` was logged within the minute."""
         if self.due(key):
             self._unlogged.pop(key, None)
-            log.warning(message, *args)
+            self.log.warning(message, *args)
 
     def report(self, key: Any, what: str, exc: BaseException, *, traced: bool = True) -> None:
         """Log ``what`` failed; ``traced=False`` (a Redis outage: the message says it all)
@@ -67,12 +70,12 @@ class FailureLog:
         if unlogged:
             line += f", and {unlogged} more time{'s' if unlogged != 1 else ''} since last logged"
         if not traced:
-            log.warning("%s", line)
+            self.log.warning("%s", line)
         elif key in self._traced:
-            log.error("%s", line)
+            self.log.error("%s", line)
         else:
             self._traced.add(key)
-            log.error("%s; traceback (shown once):", line, exc_info=exc)
+            self.log.error("%s; traceback (shown once):", line, exc_info=exc)
 
 
 #: The process's warnings about sockets (the database or the shared layer away): once a

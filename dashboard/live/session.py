@@ -20,10 +20,9 @@ socket of the process:
   next recheck.
 
 Never writes the session (a socket cannot set cookies) and never talks to Redis but
-through the shared layer and the session engine's cache. Cost of one batched check, for
-any number of sockets: database sessions, one query; the ``cached_db`` engine, one cache
-``get_many`` plus one query for the misses; then one query for the users and two for
-their permissions (one more when a superuser is among them). With another session engine
+through the shared layer. Cost of one batched check, for any number of sockets: one query
+for the session rows; then one query for the users and two for their permissions (one
+more when a superuser is among them). With another session engine
 or another permission backend it falls back to ``session_perms`` per *session* (one load
 plus two queries each), never per socket.
 """
@@ -48,7 +47,6 @@ from django.contrib import auth
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Permission
 from django.contrib.auth.signals import user_logged_out
-from django.contrib.sessions.backends.cached_db import SessionStore as CachedDBStore
 from django.contrib.sessions.backends.db import SessionStore as DBStore
 from django.core.exceptions import ValidationError
 from django.db import Error as DatabaseError
@@ -57,7 +55,6 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from dashboard.auth import UserBackend
 from dashboard.live.logs import socket_warnings
 from dashboard.live.registry import Perms
 from queue_core.backoff import Backoff
@@ -89,8 +86,6 @@ REJOIN_S = 3600.0
 CHUNK = 500
 #: The permissions a socket's rendering depends on.
 APP = "dashboard"
-#: Backends that answer exactly as Django's ModelBackend does (users and permissions).
-MODEL_BACKENDS = (ModelBackend, UserBackend)
 
 
 def _user_perms_sync(user: Any) -> Perms | int:
@@ -143,9 +138,8 @@ def session_perms(*, session_key: str, user_id: Any) -> Perms | int:
 def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
     """The stored data of each of ``keys`` that still exists and has not expired.
 
-    Database sessions: one query per CHUNK keys. ``cached_db``: one cache ``get_many``,
-    then that query for the misses (a cache that fails is a miss; nothing is written back,
-    a socket's check writes nothing). Any other engine: one ``load()`` per key.
+    Database sessions (Django's ``db`` engine and its subclasses): one query per CHUNK
+    keys, from the rows. Any other engine: one ``load()`` per key.
     """
     store_class = import_module(settings.SESSION_ENGINE).SessionStore
     if not issubclass(store_class, DBStore):
@@ -153,17 +147,7 @@ def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
         return {key: data for key, data in loaded.items() if data}
     store = store_class()
     found: dict[str, dict[str, Any]] = {}
-    if isinstance(store, CachedDBStore):
-        prefix = store.cache_key_prefix
-        try:
-            # _cache is cached_db's own handle on its cache (a stand-in where it is off).
-            cache = store._cache  # type: ignore[attr-defined]
-            cached = cache.get_many([prefix + key for key in keys])
-        except Exception as exc:  # the database still answers for them
-            socket_warnings.warn("session-cache", "live: session cache unavailable (%s)", exc)
-            cached = {}
-        found = {name[len(prefix) :]: data for name, data in cached.items() if data}
-    missing = sorted(key for key in keys if key not in found)
+    missing = sorted(keys)
     now = timezone.now()
     for at in range(0, len(missing), CHUNK):
         rows = store.model.objects.filter(
@@ -178,12 +162,11 @@ def sessions_load(keys: Collection[str]) -> dict[str, dict[str, Any]]:
 
 def _batchable_backends() -> bool:
     """Whether Django's ``ModelBackend`` alone decides users and permissions: every
-    configured backend is it (or ``UserBackend``, which answers as it does), or one that
-    grants no permissions (axes only refuses logins). Then ``sessions_perms`` may read
-    users and permissions in bulk."""
+    configured backend is it, or one that grants no permissions (axes only refuses
+    logins). Then ``sessions_perms`` may read users and permissions in bulk."""
     for path in settings.AUTHENTICATION_BACKENDS:
         backend = auth.load_backend(path)
-        if type(backend) in MODEL_BACKENDS:
+        if type(backend) is ModelBackend:
             continue
         grants = ("get_all_permissions", "get_user_permissions", "get_group_permissions")
         if any(hasattr(backend, name) for name in (*grants, "has_perm", "has_module_perms")):
@@ -247,7 +230,7 @@ def sessions_perms(*, sockets: Iterable[tuple[str, Any]]) -> dict[tuple[str, Any
             continue
         if backend_path not in settings.AUTHENTICATION_BACKENDS:
             continue
-        if type(auth.load_backend(backend_path)) not in MODEL_BACKENDS:
+        if type(auth.load_backend(backend_path)) is not ModelBackend:
             others.add(key)
             continue
         claimed[key] = pk

@@ -57,6 +57,7 @@ from dashboard.rates.series import tier_keep_s
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.events import event_publish
+from queue_core.keys import RATES_SAMPLER_LEASE_KEY
 from queue_core.stream_index import StreamIndex
 from queue_core.types import StreamCounters
 
@@ -64,7 +65,6 @@ log = logging.getLogger("dashboard.rates")
 
 #: The lease's default key (``ACKBOARD_SAMPLER_LEASE_KEY`` sets another: one per deployment
 #: when several deployments, each with its own database, share one Redis).
-LEASE_KEY = "ackboard:rates:sampler"
 #: The event each tick publishes on ``queue_core.keys.EVENTS_CHANNEL`` (``{"type":
 #: "rates", "stream": "", "at": <tick time>}``; ``dashboard.live.broadcaster`` hears it).
 RATES_EVENT = "rates"
@@ -97,7 +97,7 @@ return 0
 class Lease:
     """The one-sampler-per-deployment lease: ``hold()`` takes or renews it (one round trip)."""
 
-    def __init__(self, client: Client, *, ttl_ms: int, key: str = LEASE_KEY) -> None:
+    def __init__(self, client: Client, *, ttl_ms: int, key: str = RATES_SAMPLER_LEASE_KEY) -> None:
         self.client = client
         self.key = key
         self.ttl_ms = ttl_ms

@@ -25,7 +25,6 @@ tier-1 rows and ~6 tier-0 rows); the estimate reads at most window / interval ro
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from bisect import bisect_right
@@ -40,6 +39,7 @@ from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from dashboard.rates.models import TIERS, RateSample
+from queue_core.bounded_json import json_read
 
 #: Most points one series returns from its main tier (6 h at 10 s is 2,160).
 MAX_POINTS = 2_200
@@ -315,13 +315,24 @@ def _markers(stream: str, group: str, since: float, until: float) -> list[Marker
     found = []
     for created, action, username, event_group, ids, result in events:
         if ids is not None and not isinstance(ids, int):
-            ids = len(json.loads(ids) if isinstance(ids, str | bytes) else ids)
+            ids = _id_total(ids)
         where = f" on {event_group}" if event_group and not group else ""
         count = f" {ids} {'entry' if ids == 1 else 'entries'}" if ids else ""
         summary = f"{action}{count}{where}" + ("" if result == "ok" else f" ({result})")
         found.append(Marker(int(_aware(created)), action, username, summary))
     found.reverse()
     return found
+
+
+def _id_total(ids: Any) -> int:
+    """How many entry ids an audit row's ``entry_ids`` column holds (JSON text on some
+    backends); 0 when it is not a readable list (then the marker names no count)."""
+    if isinstance(ids, str | bytes):
+        try:
+            ids = json_read(ids, max_size=None)  # a row the dashboard wrote itself
+        except ValueError:
+            return 0
+    return len(ids) if isinstance(ids, list) else 0
 
 
 def series_columns(

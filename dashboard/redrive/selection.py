@@ -22,12 +22,12 @@ from queue_core.connection import Client
 from queue_core.keys import stream_keys
 from queue_core.selectors import _dead_letter_row
 from queue_core.types import DeadLetterRow
+from queue_core.validation import ID_PART_MAX, entry_id_after, entry_id_key
 
 #: Entries per XRANGE page.
 PAGE = 500
 #: The dry run reads at most this many dead letters, then answers "at least".
 DRY_RUN_BUDGET = 200_000
-_MAX_SEQ = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,35 +65,20 @@ class RedriveFilter:
         }
 
 
-def _id_ms(entry_id: str) -> int:
-    return int(entry_id.split("-", 1)[0])
-
-
-def _after(entry_id: str) -> str:
-    """The exclusive start after ``entry_id`` (XRANGE's ``(`` needs Redis 6.2)."""
-    ms, _, seq = entry_id.partition("-")
-    n = int(seq or 0)
-    return f"{ms}-{n + 1}" if n < _MAX_SEQ else f"{int(ms) + 1}-0"
-
-
 def id_range(filt: RedriveFilter, *, cursor: str, upto_id: str) -> tuple[str, str] | None:
     """The XRANGE bounds (inclusive) still to read, or None when nothing is left."""
     start = f"{filt.since_ms}-0" if filt.since_ms is not None else "0-0"
     if cursor:
-        after = _after(cursor)
-        if _key(after) > _key(start):
+        after = entry_id_after(cursor)
+        if entry_id_key(after) > entry_id_key(start):
             start = after
     end = upto_id
-    if filt.until_ms is not None and _key(f"{filt.until_ms}-{_MAX_SEQ}") < _key(end):
-        end = f"{filt.until_ms}-{_MAX_SEQ}"
-    if not end or _key(start) > _key(end):
+    until = f"{filt.until_ms}-{ID_PART_MAX}" if filt.until_ms is not None else None
+    if until is not None and entry_id_key(until) < entry_id_key(end):
+        end = until
+    if not end or entry_id_key(start) > entry_id_key(end):
         return None
     return start, end
-
-
-def _key(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def newest_id(client: Client, stream: str) -> str:

@@ -13,7 +13,7 @@ row ("redrive-pause", "-resume", "-cancel", "-continue", "-stop"):
 - stop: waiting -> cancelled (the canary's replays stay replayed);
 - cancel: any state but a final one -> cancelled.
 
-Answers are ``Outcome`` (an HTTP status, a one-line message, the job or the dry run).
+Answers are ``Verdict`` (an HTTP status, a one-line message, the job or the dry run).
 Costs: the dry run's scan (``dashboard.redrive.selection``); a control is one UPDATE and
 one INSERT.
 """
@@ -58,7 +58,7 @@ User = AbstractBaseUser | AnonymousUser
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Verdict:
     status: int
     message: str
     job: RedriveJob | None = None
@@ -162,12 +162,12 @@ def parse(data: Mapping[str, Any]) -> tuple[RedriveFilter, int, float]:
     return filt, int(canary), rate
 
 
-def _denied(user: User | None, action: str, stream: str, channel: str) -> Outcome:
+def _denied(user: User | None, action: str, stream: str, channel: str) -> Verdict:
     audit_record(
         user=user, action=action, stream=stream, result="refused", channel=channel,
         detail="permission denied (dashboard.redrive_dead_letters)",
     )  # fmt: skip
-    return Outcome(403, "You may not redrive dead letters.")
+    return Verdict(403, "You may not redrive dead letters.")
 
 
 def redrive(
@@ -178,28 +178,30 @@ def redrive(
     data: Mapping[str, Any],
     confirm: bool,
     channel: str = "button",
-) -> Outcome:
+) -> Verdict:
     """The dry run (``confirm`` False: how many would be replayed, nothing changed), or a
     new job over the dead letters matching now (its ``upto_id``), audited."""
-    try:
-        check_stream(stream)
-    except BadRequest as exc:
-        return Outcome(exc.status, str(exc))
+    # The permission first: a user who may not redrive gets 403 whatever the stream is
+    # (an unknown or refused name answers 404 only to those who may act on it).
     if not may_redrive(user):
         return _denied(user, "redrive", stream, channel)
     try:
+        check_stream(stream)
+    except BadRequest as exc:
+        return Verdict(exc.status, str(exc))
+    try:
         filt, canary, rate = parse(data)
     except BadRequest as exc:
-        return Outcome(exc.status, str(exc))
+        return Verdict(exc.status, str(exc))
     dry = dry_run(client, stream, filt)
     if not confirm:
-        return Outcome(200, f"Dry run: {dry.text} ({filt.describe()}).", dry=dry)
+        return Verdict(200, f"Dry run: {dry.text} ({filt.describe()}).", dry=dry)
     if dry.count == 0:
         audit_record(
             user=user, action="redrive", stream=stream, group=filt.group, result="refused",
             channel=channel, detail=f"nothing to redrive ({filt.describe()})",
         )  # fmt: skip
-        return Outcome(409, f"Nothing to redrive: no dead letter matches ({filt.describe()}).")
+        return Verdict(409, f"Nothing to redrive: no dead letter matches ({filt.describe()}).")
     with transaction.atomic():
         job = RedriveJob.objects.create(
             stream=stream, created_by=user.get_username() if user else "",
@@ -217,26 +219,47 @@ def redrive(
                           "rate": rate, "matched": dry.count, "upto_id": dry.upto_id},
         )  # fmt: skip
     first = f"a canary of {canary} first" if canary else "no canary"
-    return Outcome(200, f"Redrive #{job.pk} started: {dry.count} dead letters, {first}, "
+    return Verdict(200, f"Redrive #{job.pk} started: {dry.count} dead letters, {first}, "
                         f"{rate:g}/s.", job=job, dry=dry)  # fmt: skip
+
+
+#: Larger ids fit no database's integer column: no job has one.
+_MAX_PK = 2**63 - 1
+
+
+def job_pk(job_id: int | str) -> int | None:
+    """The job id as a number; None for anything but ASCII digits."""
+    text = str(job_id)
+    return int(text) if re.fullmatch(r"[0-9]+", text) else None
+
+
+def job_find(pk: int | None) -> RedriveJob | None:
+    """The job with primary key ``pk``; None for no such job (or no number)."""
+    if pk is None or pk > _MAX_PK:
+        return None
+    return RedriveJob.objects.filter(pk=pk).first()
 
 
 def control(
     *, user: User | None, job_id: int | str, action: str, channel: str = "button"
-) -> Outcome:
-    """Pause, resume, continue, stop or cancel a job; audited "redrive-<action>"."""
-    if action not in CONTROLS:
-        return Outcome(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
-    try:
-        pk = int(str(job_id))
-    except ValueError:
-        return Outcome(400, "the job id must be a number")
-    job = RedriveJob.objects.filter(pk=pk).first()
-    if job is None:
-        return Outcome(404, f"no redrive job #{job_id}")
-    audit_action = f"redrive-{action}"
+) -> Verdict:
+    """Pause, resume, continue, stop or cancel a job; audited "redrive-<action>".
+
+    The permission is checked first: a user who may not redrive gets 403 for any job id
+    and control, existing or not (the refusal's audit row names the job's stream when
+    there is such a job)."""
+    pk = job_pk(job_id)
+    job = job_find(pk)
     if not may_redrive(user):
-        return _denied(user, audit_action, job.stream, channel)
+        audit_action = f"redrive-{action}" if action in CONTROLS else "redrive-control"
+        return _denied(user, audit_action, job.stream if job is not None else "", channel)
+    if action not in CONTROLS:
+        return Verdict(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
+    if pk is None:
+        return Verdict(400, "the job id must be a number")
+    if job is None:
+        return Verdict(404, f"no redrive job #{job_id}")
+    audit_action = f"redrive-{action}"
     allowed, target = CONTROLS[action]
     before = job.state
     if target is None:  # resume: back to the canary if it is not complete
@@ -254,7 +277,7 @@ def control(
             result="refused", channel=channel,
             detail=f"redrive #{pk} is {job.state}: {action} applies to {', '.join(allowed)}",
         )  # fmt: skip
-        return Outcome(409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.",
+        return Verdict(409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.",
                        job=job)  # fmt: skip
     new_ids = [c["new_id"] for c in job.canary_replays] if action in ("continue", "stop") else []
     audit_record(
@@ -263,4 +286,4 @@ def control(
         detail=f"redrive #{pk}: {before} -> {target}",
         state_before={"job": pk, "state": before, "replayed": job.replayed},
     )  # fmt: skip
-    return Outcome(200, f"Redrive #{pk}: {job.get_state_display()}.", job=job)
+    return Verdict(200, f"Redrive #{pk}: {job.get_state_display()}.", job=job)

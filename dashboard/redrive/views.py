@@ -7,15 +7,17 @@ Owns ``patterns()`` (added to ``dashboard.urls``): POST ``streams/<s>/dlq/redriv
 ``api/v1/redrive`` (a JSON body: ``stream`` plus the dialog's fields; without
 ``"confirm": true`` a dry run) and ``api/v1/redrive/<job>/<control>``. Everything goes
 through ``dashboard.redrive.service`` (permission, input, audit); these views only turn
-its ``Outcome`` into HTML, a redirect or JSON. CSRF: the session routes keep Django's
+its ``Verdict`` into HTML, a redirect or JSON. CSRF: the session routes keep Django's
 CSRF check (htmx sends the page's token); the API routes are token-only like
 ``dashboard.views.api``. Costs: the service's.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -30,21 +32,25 @@ from dashboard.connection import get_redis
 from dashboard.permissions import VIEW_QUEUES
 from dashboard.redrive import service
 from dashboard.redrive.models import RedriveJob
+from dashboard.views.action_runner import BadRequest
 from dashboard.views.api import _body, api_view  # the API's own auth and body rules
 from dashboard.views.remote import Answer
 from queue_core.events import event_publish
 
 
-def _answer(request: HttpRequest, outcome: service.Outcome, *, stream: str) -> HttpResponse:
-    """htmx: the dialog's answer fragment (a 2xx start or control also reloads the page);
-    a plain form: back to the dead-letter page (a refusal as text)."""
+def _answer(request: HttpRequest, outcome: service.Verdict, *, stream: str) -> HttpResponse:
+    """htmx: the dialog's answer fragment (a 2xx start or control also reloads the page,
+    its message carried there by the session, shown in the page's messages as an action's
+    is); a plain form: back to the dead-letter page with its message (a refusal as text)."""
     html = render_to_string("dashboard/_redrive_answer.html", {"outcome": outcome})
     if request.headers.get("HX-Request"):
         response = HttpResponse(html, status=outcome.status)
         if outcome.ok and outcome.job is not None:
             response["HX-Refresh"] = "true"
+            messages.success(request, outcome.message)
         return response
     if outcome.ok:
+        messages.success(request, outcome.message)
         return redirect(reverse("dashboard:dlq", args=[stream]))
     return HttpResponse(html, status=outcome.status)
 
@@ -71,9 +77,9 @@ def redrive_start(request: HttpRequest, stream: str) -> HttpResponseBase:
 @never_cache
 @login_required
 @require_POST
-def redrive_control(request: HttpRequest, job_id: int, action: str) -> HttpResponseBase:
+def redrive_control(request: HttpRequest, job_id: str, action: str) -> HttpResponseBase:
     outcome = service.control(user=request.user, job_id=job_id, action=action)
-    job = outcome.job or RedriveJob.objects.filter(pk=job_id).first()
+    job = outcome.job or service.job_find(service.job_pk(job_id))
     if outcome.ok and job is not None:
         _wake(job.stream)
     return _answer(request, outcome, stream=job.stream if job else "")
@@ -91,12 +97,19 @@ def redrive_status(request: HttpRequest, job_id: int) -> JsonResponse:
     return JsonResponse({"ok": True, "job": service.job_json(job)})
 
 
-def _api_answer(outcome: service.Outcome) -> Answer:
+def _api_answer(outcome: service.Verdict) -> Answer:
     return Answer(outcome.status, outcome.payload())
 
 
 @api_view("POST")
 def api_redrive(request: HttpRequest, *, user: User) -> Answer:
+    if not service.may_redrive(user):  # permission before input: the service's audited 403
+        named = ""
+        with contextlib.suppress(BadRequest):
+            given = _body(request).get("stream")
+            named = given if isinstance(given, str) else ""
+        return _api_answer(service.redrive(user=user, client=get_redis(), stream=named,
+                                           data={}, confirm=False, channel="api"))  # fmt: skip
     body: dict[str, Any] = _body(request)
     stream = body.get("stream")
     if not isinstance(stream, str) or not stream:
@@ -116,10 +129,12 @@ def patterns() -> list[URLPattern]:
     return [
         path("streams/<name:stream>/dlq/redrive/", redrive_start, name="redrive-start"),
         path("redrive/<int:job_id>/", redrive_status, name="redrive-status"),
-        path("redrive/<int:job_id>/<slug:action>/", redrive_control, name="redrive-control"),
+        # Any job id and control reach the view: a user who may not redrive gets 403 for
+        # each, before the id is looked at (dashboard.redrive.service.control).
+        path("redrive/<str:job_id>/<str:action>/", redrive_control, name="redrive-control"),
         re_path(r"^api/v1/redrive/?$", api_redrive, name="api-redrive"),
         re_path(
-            r"^api/v1/redrive/(?P<job_id>[0-9]+)/(?P<action>[a-z]+)/?$",
+            r"^api/v1/redrive/(?P<job_id>[^/]+)/(?P<action>[^/]+)/?$",
             api_redrive_control,
             name="api-redrive-control",
         ),

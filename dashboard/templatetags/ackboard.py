@@ -24,6 +24,8 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
+from queue_core.validation import entry_id_check, entry_id_ms
+
 register = template.Library()
 
 
@@ -81,10 +83,11 @@ def duration_span(ms: int | float | None, prefix: str = "") -> SafeString:
 
 
 def _id_ms(entry_id: str | None) -> int | None:
-    if not entry_id:
+    """A stream id's ms part, or None for anything that is not a stream id."""
+    try:
+        return entry_id_ms(entry_id_check(str(entry_id))) if entry_id else None
+    except ValueError:
         return None
-    head = str(entry_id).partition("-")[0]
-    return int(head) if head.isdigit() else None
 
 
 def since_ms(idle_ms: int | float, now_ms: int) -> int:

@@ -49,21 +49,31 @@ from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_m
 
 register = template.Library()
 
-#: One pending row. The data- attributes are what row_actions.js fills the shared dialogs
-#: from (with the id, from the row's id): what the operator saw, which Claim posts back.
+#: One pending row, one line high: the payload and the last failure take the width
+#: (single-line, cut with an ellipsis; the full text is the cell's title and shows when the
+#: cell is clicked, ackboard.js), and the actions sit in one compact menu
+#: (``<details class="row-menu">``) holding the same buttons. The data- attributes are
+#: what row_actions.js fills the shared dialogs from (with the id, from the row's id):
+#: what the operator saw, which Claim posts back.
 _ROW = (
     '<tr id="pending-{id}" data-consumer="{consumer}" data-delivered="{delivered}" '
     'data-deliveries="{deliveries}">\n'
     '  <td class="check"><input type="checkbox" name="ids" value="{id}" form="bulk-form" '
     'aria-label="Select {id}"></td>\n'
-    '  <td class="mono nowrap"><a href="{entry_url}">{id}</a> {copy}</td>\n'
-    '  <td class="mono consumer">{consumer_short}</td>\n'
+    '  <td class="mono nowrap id-cell"><a href="{entry_url}">{id}</a> {copy}</td>\n'
+    '  <td class="mono consumer clip" title="{consumer}">{consumer_short}</td>\n'
     '  <td class="nowrap">{idle}</td>\n'
     '  <td class="num">{deliveries}</td>\n'
-    '  <td class="preview mono hide-sm" title="{preview}">{preview_cell}</td>\n'
-    '  <td class="failure hide-sm" title="{failure}">{failure_short}</td>\n'
-    '  <td class="actions-cell"><div class="actions row-actions">{actions}</div></td>\n'
+    '  <td class="preview mono hide-sm clip" title="{preview}">{preview_cell}</td>\n'
+    '  <td class="failure hide-sm clip" title="{failure}">{failure_short}</td>\n'
+    '  <td class="actions-cell">{menu}</td>\n'
     "</tr>\n"
+)
+#: The row's actions menu: a native disclosure (it opens without JavaScript too), whose
+#: list floats over the rows below, so the row keeps its height.
+_MENU = (
+    '<details class="row-menu"><summary class="btn small">Actions</summary>'
+    '<div class="actions row-actions">{actions}</div></details>'
 )
 _MISSING = (
     '<span class="badge warn" title="The entry was trimmed or deleted while pending">'
@@ -71,22 +81,26 @@ _MISSING = (
 )
 #: Retry submits the page's shared #row-retry form to this row's action URL, with the
 #: consumer shown as its value (htmx and plain HTML both honour formaction, name, value).
+#: ``type="submit"`` must be written out: htmx 2 remembers which button submitted a form
+#: (and so takes its formaction, name and value) only for a button outside its form that
+#: says so; without it htmx posted to the form's own URL, the rows' prefix (a 404).
 #: What it does is said once above the table (``retry_notes``), which the button names
 #: as its description: the words are not repeated in each of 50 rows.
 _RETRY = (
-    '<button class="btn small" form="row-retry" formaction="{url}retry/" '
+    '<button type="submit" class="btn small" form="row-retry" formaction="{url}retry/" '
     'name="seen_consumer" value="{consumer}" aria-describedby="{explain}">Retry</button>'
 )
 _DUE = ' <span class="explain">already due</span>'
-#: Without JavaScript these submit the empty GET form #row-open to the entry's page;
-#: row_actions.js opens the shared dialog named by data-row-dialog instead.
+#: Without JavaScript these submit the empty GET form #row-open to the entry's page
+#: (``type="submit"`` written out, as for Retry); row_actions.js opens the shared dialog
+#: named by data-row-dialog instead.
 _OPENERS = (
     ("dashboard.claim_entry", "claim", "btn small", "Claim"),
     ("dashboard.dead_letter_entry", "dead-letter", "btn small danger", "Dead-letter"),
     ("dashboard.acknowledge_entry", "acknowledge", "btn small danger", "Acknowledge"),
 )
 _OPENER = (
-    '\n    <button class="{css}" form="row-open" formaction="{{entry_url}}" '
+    '\n    <button type="submit" class="{css}" form="row-open" formaction="{{entry_url}}" '
     'data-row-dialog="{action}">{label}</button>'
 )
 #: The Retry explanations the rows' buttons point at (aria-describedby), once a table.
@@ -111,7 +125,7 @@ def _truncated(value: str, length: int) -> str:
 
 
 #: Bumped when the pending table's markup changes in a way its inputs do not show.
-_TABLE_VERSION = "pending-table-3"
+_TABLE_VERSION = "pending-table-4"
 _ROW_PERMISSIONS = ("dashboard.retry_entry", *(perm for perm, *_ in _OPENERS))
 
 
@@ -210,8 +224,8 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
                 preview=preview,
                 preview_cell=_MISSING if row.payload_missing else preview,
                 failure=escape(row.last_failure),
-                failure_short=escape(_truncated(row.last_failure, 120)),
-                actions=actions,
+                failure_short=escape(_truncated(row.last_failure, 500)),
+                menu=_MENU.format(actions=actions) if actions else "",
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - every value above was escaped

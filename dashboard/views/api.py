@@ -21,7 +21,6 @@ most one UPDATE a minute), then the action's own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -40,6 +39,7 @@ from dashboard.permissions import ACTION_PERMISSIONS, may_act
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
 from dashboard.views.remote import Answer, Fields, action_answer, bulk_answer, refusal
+from queue_core.bounded_json import BoundedJSONError, json_read
 from queue_core.errors import invalid_id
 
 #: Body keys that name the target; every other key is a form field of the action.
@@ -75,8 +75,11 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        # No size bound of its own: Django's DATA_UPLOAD_MAX_MEMORY_SIZE bounds the body.
+        body = json_read(raw, max_size=None)
+    except BoundedJSONError as exc:
+        raise BadRequest(f"the body must be a JSON object (it is {exc})") from None
+    except ValueError:
         raise BadRequest("the body must be a JSON object") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
@@ -88,6 +91,27 @@ def _text(body: dict[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value:
         raise BadRequest(f"{key} is required (a string)")
     return value
+
+
+def _given(body: dict[str, Any], key: str) -> str:
+    """A target key as given, "" when absent or not a string: what a denied request's
+    audit row names (its input is never judged)."""
+    value = body.get(key, "")
+    return value if isinstance(value, str) else ""
+
+
+def _denied_input(request: HttpRequest) -> tuple[dict[str, Any], Fields]:
+    """The body and fields of a request whose user may not run its action, as far as
+    they can be read: a body or field that is not valid is left out rather than a 400,
+    so the answer is the 403 (permission is decided before input)."""
+    try:
+        body = _body(request)
+    except BadRequest:
+        return {}, {}
+    try:
+        return body, _fields(body)
+    except BadRequest:
+        return body, {}
 
 
 def _fields(body: dict[str, Any]) -> Fields:
@@ -157,13 +181,19 @@ def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
     row = ACTIONS.get(action)
     if row is None:
         return refusal(404, f"no action {action!r} (one of {', '.join(ACTIONS)})")
-    body = _body(request)
-    stream = _text(body, "stream")
-    group = _text(body, "group") if row.on in ("pending", "group", "consumer") else ""
+    # Permission before input: a user who may not run it gets the runner's audited 403.
+    if may_act(user, action):
+        body = _body(request)
+        text, fields = _text, _fields(body)
+    else:
+        body, fields = _denied_input(request)
+        text = _given
+    stream = text(body, "stream")
+    group = text(body, "group") if row.on in ("pending", "group", "consumer") else ""
     if row.on in ("pending", "dead-letter"):
-        target_id = _text(body, "id")
+        target_id = text(body, "id")
     elif row.on == "consumer":
-        target_id = _text(body, "consumer")
+        target_id = text(body, "consumer")
     else:
         target_id = ""
     return action_answer(
@@ -172,7 +202,7 @@ def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
         stream=stream,
         group=group,
         target_id=target_id,
-        fields=_fields(body),
+        fields=fields,
         channel="api",
     )
 
@@ -182,13 +212,18 @@ def api_bulk(request: HttpRequest, action: str, *, user: User) -> Answer:
     """A bulk action: a dry run, or with ``"confirm": true`` one capped step. Body:
     ``stream``, ``group``, then ``ids`` or a filter (``scope: "filter"``, ``consumer``,
     ``min_idle_ms``), ``snapshot_id``, ``cursor``, ``done_before``, ``reason``."""
-    body = _body(request)
+    if may_act(user, action):
+        body = _body(request)
+        text, fields = _text, _fields(body)
+    else:  # permission before input, as api_action (an unknown action stays a 404)
+        body, fields = _denied_input(request)
+        text = _given
     return bulk_answer(
         user=user,
         action=action,
-        stream=_text(body, "stream"),
-        group=_text(body, "group"),
-        fields=_fields(body),
+        stream=text(body, "stream"),
+        group=text(body, "group"),
+        fields=fields,
         channel="api",
     )
 

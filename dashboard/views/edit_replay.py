@@ -5,8 +5,9 @@ detected and pretty-printed, ``static/dashboard/field_editor.js`` validates them
 adds and removes fields; the reserved ``ackboard.*`` fields are shown, never editable),
 its submission (``dlq_edit_replay``, POST: parse the edited rows, refuse bad JSON with a
 400 naming the field, then ``queue_core.edited_replays.dead_letter_edit_replay``) and
-``dlq_edit_context``, which the dead-letter page's context calls to settle edited replays
-that succeeded and show "replayed as <id>, awaiting success" on the others.
+``dlq_edit_context``, which the dead-letter page's context calls to show "replayed as
+<id>, awaiting success". The page never writes: ``manage.py run_jobs`` deletes the dead
+letters whose edited replay succeeded (``edited_replays_sweeper``, every few seconds).
 
 The permission is ``dashboard.edit_replay_dead_letter``, apart from Replay's and granted
 to no role by default (README, "Edit & replay"). A refused POST is audited like any
@@ -60,12 +61,12 @@ from dashboard.views.action_runner import (
 )
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import selectors
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 from queue_core.edited_replays import (
     EditedReplay,
     dead_letter_edit_replay,
     edited_replays_read,
-    edited_replays_settle,
 )
 from queue_core.keys import RESERVED_PREFIX, CrossSlotName
 from queue_core.types import DeadLetterRow
@@ -105,8 +106,8 @@ def _is_container_json(text: str) -> Any:
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
+        value = json_read(text, max_size=None)  # at most EDIT_MAX_BYTES, checked before
+    except ValueError:
         return None
     return value if isinstance(value, (dict, list)) else None
 
@@ -202,17 +203,18 @@ def _field_value(name: str, value: str, mode: str, before: tuple[bytes, bytes] |
     old = _decoded(before[1]) if before is not None else None
     if mode == "json":
         try:
-            document = json.loads(value)
+            # No size bound of its own: Django's DATA_UPLOAD_MAX_MEMORY_SIZE bounds the POST.
+            document = json_read(value, max_size=None)
         except json.JSONDecodeError as exc:
             raise BadRequest(
                 f"field {name.strip()[:80]!r} is not valid JSON (line {exc.lineno}, column "
                 f"{exc.colno}): {exc.msg[:120]}"
             ) from None
-        except (ValueError, RecursionError) as exc:
+        except ValueError as exc:  # a bound (too deep), or a number Python refuses
             raise BadRequest(f"field {name.strip()[:80]!r} is not valid JSON ({exc})") from None
         if before is not None and old is not None:
-            with contextlib.suppress(ValueError, RecursionError):
-                if json.loads(old) == document:
+            with contextlib.suppress(ValueError):
+                if json_read(old, max_size=None) == document:
                     return before[1]  # the same document: its exact original bytes
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
     # A textarea sends CRLF line ends: LF unless the original value itself used CRLF.
@@ -357,14 +359,6 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
 
 
 # --- the dead-letter page's part ---------------------------------------------------------
-
-
-def dlq_edits_settle(*, client: Client, stream: str) -> None:
-    """Settle this stream's edited replays (``edited_replays_settle``) before the page is
-    read, so a dead letter whose edited replay succeeded is gone from it. Never fails the
-    page (a Redis refusal leaves them for the next read or sweep)."""
-    with contextlib.suppress(redis.ResponseError, CrossSlotName):
-        edited_replays_settle(client, stream)
 
 
 def dlq_edit_context(*, client: Client, stream: str, dlq_ids: Sequence[str]) -> dict[str, Any]:

@@ -228,7 +228,8 @@ def time_to_ms(text: str) -> int:
 def time_jump(request: HttpRequest, stream: str) -> HttpResponse:
     """Open the stream, dead-letter or pending page at a time: the stream and dead-letter
     pages (newest first) at the newest entry before it (``before=<ms>-0``), the pending
-    page at the first pending entry at or after it (its ``start`` filter)."""
+    page at the first pending entry at or after it (its ``start`` filter). The URL ends
+    with the table's id, so the browser shows the table it jumped in, not the page's top."""
     stream = _name(stream, "stream")
     where, group = _where(request)
     try:
@@ -241,11 +242,13 @@ def time_jump(request: HttpRequest, stream: str) -> HttpResponse:
             reverse("dashboard:stream-detail", args=[stream])
             + "?"
             + urlencode({"before": f"{ms}-0"})
+            + "#entry-table"
         )
     elif where == "dlq":
         url = reverse("dashboard:dlq", args=[stream]) + "?" + urlencode({"before": f"{ms}-0"})
+        url += "#dlq-table"
     else:
         params = {"start": f"{ms - 1}-{_U64}"} if ms > 0 else {}
         url = reverse("dashboard:group-detail", args=[stream, group])
-        url += "?" + urlencode(params) if params else ""
+        url += ("?" + urlencode(params) if params else "") + "#pending-table"
     return HttpResponseRedirect(url)

@@ -141,6 +141,17 @@ class DeadLetterRowView:
     def id(self) -> str:
         return self.row.id
 
+    @property
+    def last_error_adds(self) -> bool:
+        """Whether the last error says more than the reason, so the row shows both: not
+        when it is empty or the reason already holds it (a permanent failure's reason
+        repeats its message: "permanent failure: 550 …" and "PermanentFailure: 550 …")."""
+        error, reason = self.row.last_error.strip(), self.row.reason.strip()
+        if not error:
+            return False
+        message = error.split(": ", 1)[1] if ": " in error else error
+        return message.strip() not in reason
+
 
 # --- health -----------------------------------------------------------------------------
 
@@ -534,8 +545,12 @@ def _dead_letter_since_ms(entry_id: str, groups: list[str], failures: list[Any])
     return max(entry_ms, min(starts))
 
 
-def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, Any]:
-    """One entry: fields, its state in each group (two round trips), failure history (SQL).
+def entry_context(
+    *, client: Client, stream: str, entry_id: str, fields_from: int = 0
+) -> dict[str, Any]:
+    """One entry: a page of its fields from ``fields_from`` (``payloads.fields_page``: at
+    most ``PAGE_FIELDS`` fields and ``PAGE_FIELD_CHARS`` characters of their text, however
+    large the entry), its state in each group (two round trips), failure history (SQL).
 
     A group that has delivered the entry and holds it no longer either acknowledged it or
     dead-lettered it: only then, a bounded read of the dead letters moved since the
@@ -576,7 +591,9 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
         "stream": stream,
         "entry_id": entry_id,
         "detail": detail,
-        "fields": payloads.fields_view(detail.entry.fields) if detail.entry else [],
+        "fields": payloads.fields_page(detail.entry.fields, start=fields_from)
+        if detail.entry
+        else [],
         "states": views,
         "dlq_scanned": found.scanned if found is not None else 0,
         "failures": failures,
@@ -586,7 +603,6 @@ def entry_context(*, client: Client, stream: str, entry_id: str) -> dict[str, An
 def dlq_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:
     """A newest-first page of the stream's dead-letter stream: one round trip."""
     _check_visible(stream)
-    edit_replay.dlq_edits_settle(client=client, stream=stream)  # issue 14: settle first
     page = selectors.dead_letter_page(client=client, stream=stream, before=before)
     if page is None:
         raise Http404("No such stream or dead-letter stream.")
@@ -595,7 +611,9 @@ def dlq_context(*, client: Client, stream: str, before: str | None = None) -> di
         DeadLetterRowView(
             row=row,
             preview=payloads.preview(row.entry.fields),
-            fields=payloads.fields_view(row.entry.fields, budget=budget),
+            fields=payloads.fields_page(
+                row.entry.fields, count=payloads.DLQ_ROW_FIELDS, budget=budget
+            ),
         )
         for row in page.rows
     ]
@@ -623,6 +641,16 @@ def _id(value: str, what: str = "entry id") -> str:
 def _optional_id(request: HttpRequest, param: str) -> str | None:
     value = request.GET.get(param, "").strip()
     return _id(value, f"'{param}' id") if value else None
+
+
+def _fields_from(request: HttpRequest) -> int:
+    """``?fields_from=N``: the entry page's first field shown (0-based; 0 when absent)."""
+    value = request.GET.get("fields_from", "").strip()
+    if not value:
+        return 0
+    if not _DIGITS.match(value) or len(value) > 9:
+        raise BadRequest("fields_from must be a whole number of fields.")
+    return int(value)
 
 
 def _min_idle_s(request: HttpRequest) -> int:
@@ -750,7 +778,12 @@ def group_detail(request: HttpRequest, stream: str, group: str) -> HttpResponse:
 @_bad_input
 def entry_detail(request: HttpRequest, stream: str, entry_id: str) -> HttpResponse:
     stream = _name(stream, "stream")
-    context = entry_context(client=get_redis(), stream=stream, entry_id=_id(entry_id))
+    context = entry_context(
+        client=get_redis(),
+        stream=stream,
+        entry_id=_id(entry_id),
+        fields_from=_fields_from(request),
+    )
     return _render(
         request,
         "dashboard/entry.html",

@@ -56,6 +56,13 @@ class Refusal:
         return ActionRefused(self.message)
 
 
+def script_source(name: str) -> bytes:
+    """``<name>.lua`` as Redis runs it: the shared helpers of ``prelude.lua``, then the
+    script. Its SHA is that of these bytes, whatever the client's encoding."""
+    files = resources.files(__package__)
+    return files.joinpath("prelude.lua").read_bytes() + files.joinpath(f"{name}.lua").read_bytes()
+
+
 class LuaScript(Generic[R]):
     """One ``<name>.lua``, registered once and reused, as redis-py's ``Lock`` does.
 
@@ -71,8 +78,7 @@ class LuaScript(Generic[R]):
     def registered(self, client: Client) -> Script:
         if self._script is None:
             # A race between threads registers twice; both objects are the same script.
-            source = resources.files(__package__).joinpath(f"{self.name}.lua").read_bytes()
-            self._script = client.register_script(source)
+            self._script = client.register_script(script_source(self.name))
         return self._script
 
     def bind(

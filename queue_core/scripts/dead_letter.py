@@ -1,8 +1,8 @@
 """The binding of ``dead_letter.lua``, and the move the worker and the operator share.
 
-``DEAD_LETTER.move`` is what a worker calls for an entry it gives up on; the operator's
-``services.entry_dead_letter`` is the same move plus an ``action`` event. Neither
-depends on the other.
+A worker runs ``DEAD_LETTER.call`` for an entry it gives up on (``worker.settle``, on a
+sync or an asyncio client); the operator's ``services.entry_dead_letter`` is ``move``,
+the same script plus an ``action`` event.
 """
 
 from __future__ import annotations

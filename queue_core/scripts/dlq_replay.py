@@ -17,7 +17,6 @@ from queue_core.keys import (
     stream_keys,
 )
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, text
-from queue_core.scripts.edit_replay import edits_key
 from queue_core.types import Replayed
 
 
@@ -29,7 +28,7 @@ class DlqReplayScript(LuaScript[Replayed | Refusal]):
         DLQ cannot share its slot."""
         keys = stream_keys(stream)
         return self.bind(
-            keys=[keys.stream, keys.dlq, edits_key(stream)],
+            keys=[keys.stream, keys.dlq, keys.dlq_edits],
             args=[
                 dlq_id,
                 RESERVED_PREFIX,

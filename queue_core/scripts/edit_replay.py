@@ -24,14 +24,6 @@ from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, text
 #: plain replay, so a replay dead-lettered again links to the entry first dead-lettered).
 EDITED_FIELD = RESERVED_PREFIX + "edited"
 EDITED_FROM_FIELD = RESERVED_PREFIX + "edited-from"
-#: The companion hash, in the stream's slot: ``{orders}:dlq-edits``.
-EDITS_SUFFIX = ":dlq-edits"
-
-
-def edits_key(stream: str) -> str:
-    """The edited-replays hash of ``stream`` (dead-letter id -> JSON state), beside its DLQ."""
-    dlq = stream_keys(stream).dlq
-    return dlq[: -len(":dlq")] + EDITS_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +54,7 @@ class EditReplayScript(LuaScript[EditReplayed | Refusal]):
         for name, value in fields:
             flat += [name, value]
         return self.bind(
-            keys=[keys.stream, keys.dlq, edits_key(stream)],
+            keys=[keys.stream, keys.dlq, keys.dlq_edits],
             args=[
                 dlq_id,
                 RESERVED_PREFIX,
@@ -122,7 +114,7 @@ class EditReplaySettleScript(LuaScript[bool]):
         """Settle one record: ``outcome`` is "ok", "failed" or "gone"."""
         keys = stream_keys(stream)
         return self.bind(
-            keys=[keys.dlq, edits_key(stream)],
+            keys=[keys.dlq, keys.dlq_edits],
             args=[dlq_id, new_id, outcome, failed_as],
             parse=lambda reply: bool(reply),
             stream=keys.dlq,

@@ -19,30 +19,6 @@
 --         {false, 'no-stream'} when the key does not exist and ARGV[6] is not '1',
 --         {false, 'wrong-type'} when the key is not a stream,
 --         {false, 'exists'} when the group exists already
-local function map(flat)
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
-local function numcmp(a, b)
-  if #a ~= #b then return #a < #b and -1 or 1 end
-  if a == b then return 0 end
-  return a < b and -1 or 1
-end
-local function idcmp(a, b)
-  local am, as = a:match('^(%d+)-(%d+)$')
-  local bm, bs = b:match('^(%d+)-(%d+)$')
-  local c = numcmp(am, bm)
-  if c ~= 0 then return c end
-  return numcmp(as, bs)
-end
-local function group_of(name)
-  for _, raw in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local g = map(raw)
-    if g['name'] == name then return g end
-  end
-  return nil
-end
 
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then

@@ -19,11 +19,6 @@
 --         {false, 'pending', pending} when entries are pending and ARGV[3] is not '1',
 --         {false, 'pending-changed', pending} when the count is no longer ARGV[2],
 --         {false, 'live-workers', name, ...} while workers have live heartbeats
-local function map(flat)
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
 
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'stream' then return {false, 'no-group'} end

@@ -32,30 +32,6 @@
 --         {false, 'live', name, ...} when not paused and consumers are live,
 --         {false, 'not-pausable', name, ...} when paused and consumers without a live
 --           heartbeat are live
-local function map(flat)
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
-local function numcmp(a, b)
-  if #a ~= #b then return #a < #b and -1 or 1 end
-  if a == b then return 0 end
-  return a < b and -1 or 1
-end
-local function idcmp(a, b)
-  local am, as = a:match('^(%d+)-(%d+)$')
-  local bm, bs = b:match('^(%d+)-(%d+)$')
-  local c = numcmp(am, bm)
-  if c ~= 0 then return c end
-  return numcmp(as, bs)
-end
-local function group_of(name)
-  for _, raw in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local g = map(raw)
-    if g['name'] == name then return g end
-  end
-  return nil
-end
 
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {false, 'no-group'} end
 local before = group_of(ARGV[1])

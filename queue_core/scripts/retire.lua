@@ -29,11 +29,6 @@
 --         {false, 'no-such-target'} when ARGV[3] is set, not a consumer of the group and
 --           without a live heartbeat,
 --         {false, 'live-heartbeat', seen_ms} when the consumer has a live heartbeat
-local function map(flat)
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
 
 local held = nil
 local target_found = false

@@ -18,11 +18,6 @@
 -- returns {1} when deleted,
 --         {false, 'no-such-consumer'}, {false, 'holds-entries', pending},
 --         {false, 'not-idle', idle}, {false, 'live-heartbeat', seen_ms}
-local function map(flat)
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
 
 local found = nil
 for _, raw in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do

@@ -14,23 +14,6 @@
 --         {false, 'no-stream'} when the key is not a stream,
 --         {false, 'past-floor', floor_id, group, reason} (reason: 'pending' | 'undelivered')
 local U64MAX = '18446744073709551615'
-local function map(flat)
-  local t = {}
-  for i = 1, #flat, 2 do t[flat[i]] = flat[i + 1] end
-  return t
-end
-local function numcmp(a, b)
-  if #a ~= #b then return #a < #b and -1 or 1 end
-  if a == b then return 0 end
-  return a < b and -1 or 1
-end
-local function idcmp(a, b)
-  local am, as = a:match('^(%d+)-(%d+)$')
-  local bm, bs = b:match('^(%d+)-(%d+)$')
-  local c = numcmp(am, bm)
-  if c ~= 0 then return c end
-  return numcmp(as, bs)
-end
 local function incr(s)
   local out = ''
   for i = #s, 1, -1 do

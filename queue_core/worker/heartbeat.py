@@ -35,6 +35,7 @@ from queue_core.connection import Client
 from queue_core.control import (
     HEARTBEAT_KEEP_MS,
     HEARTBEAT_PRUNE_EVERY_MS,
+    UNREADABLE_PAUSE,
     Heartbeat,
     Pause,
     ackboard_version,
@@ -171,22 +172,30 @@ class ControlLink:
             if pruned:
                 self.next_prune = at + HEARTBEAT_PRUNE_EVERY_MS / 1000
 
-    def failed(self, exc: BaseException, *, at: float) -> None:
-        """A failed exchange: log it once per outage; keep the pause in force; retry."""
+    def failed(self, exc: BaseException, *, at: float, unexpected: bool = False) -> None:
+        """A failed exchange: log it once per outage (``unexpected``, not a Redis error:
+        with its traceback); keep the pause in force; retry."""
         if not self._failing:
             log.warning("pause check / heartbeat of %s failed: %s; the last pause read "
                         "stays in force, retrying every %.1fs", self._config.consumer, exc,
-                        self.check_s)  # fmt: skip
+                        self.check_s, exc_info=exc if unexpected else None)  # fmt: skip
             self._failing = True
         self.checked = True
         self.next_check = self.retry_at = at + self.check_s
+        # A beat that was due is retried with the next check, not at once: an exchange that
+        # fails at once (a refused connection, a reader's bug) would otherwise run every turn.
+        self.next_beat = max(self.next_beat, self.next_check)
 
     def _pause_seen(self, pause: Pause | None) -> None:
         before = self.pause
         if pause == before:
             return
         config = self._config
-        if pause is not None:
+        if pause == UNREADABLE_PAUSE:
+            log.warning("group %s of %s: its pause key holds something that is not a readable "
+                        "pause; treated as a pause (no new reads or sweeps) until it is "
+                        "cleared", config.group, config.stream)  # fmt: skip
+        elif pause is not None:
             until = "" if pause.until_ms is None else f", until {pause.until_ms} ms"
             log.info("group %s of %s paused by %s (%s%s): no new reads or sweeps; finishing "
                      "what this worker holds", config.group, config.stream, pause.by,

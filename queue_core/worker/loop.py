@@ -375,6 +375,12 @@ class Worker:
             pause = await asyncio.to_thread(link.exchange, client, beat, prune=prune)
         except CONTROL_ERRORS as exc:
             link.failed(exc, at=now)
+        except Exception as exc:
+            # Not Redis: a bug something hostile in the control keys found. Handled as a
+            # failed exchange (logged once, the next tried a tick later), never left as
+            # the task's exception: nobody awaits this task, and a due check would start
+            # the next one at once, a traceback per turn of the loop.
+            link.failed(exc, at=now, unexpected=True)
         else:
             link.took(pause, beat, pruned=prune, at=now)
         finally:
@@ -394,6 +400,9 @@ class Worker:
             await asyncio.to_thread(link.exchange, self._client, beat, prune=False)
         except CONTROL_ERRORS as exc:
             log.warning("the last heartbeat of %s could not be written: %s", self.consumer, exc)
+        except Exception as exc:  # not Redis (see _control_exchange): the stop goes on
+            log.warning("the last heartbeat of %s could not be written: %s", self.consumer, exc,
+                        exc_info=exc)  # fmt: skip
 
     # -- reading -----------------------------------------------------------------------
 

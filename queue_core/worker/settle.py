@@ -33,7 +33,8 @@ from queue_core.failures import (
     failures_record,
 )
 from queue_core.scripts import DEAD_LETTER
-from queue_core.types import ActionRefused, TooManyFields
+from queue_core.scripts.binding import Refusal, ScriptCall
+from queue_core.types import DeadLettered
 from queue_core.worker.contract import Settlement
 
 log = logging.getLogger("queue_core.worker")
@@ -83,11 +84,11 @@ def settlements_write(
             continue
         fate = _dead_letter(client=client, stream=stream, group=group, consumer=consumer,
                             item=item)  # fmt: skip
-        if fate is _Fate.MOVED:
+        if fate is Fate.MOVED:
             moved += 1
-        elif fate is not _Fate.GONE:
+        elif fate is not Fate.GONE:
             kept.append(item.entry_id)
-            if fate is _Fate.REDIS_AWAY:
+            if fate is Fate.REDIS_AWAY:
                 break  # the rest stay pending too, and are delivered again later
     return Settled(written=written, moved=moved, kept=tuple(kept))
 
@@ -106,8 +107,8 @@ def _record_of(item: Settlement, *, group: str, consumer: str) -> FailureRecord 
     )
 
 
-class _Fate(Enum):
-    """One dead-letter's result."""
+class Fate(Enum):
+    """How one worker dead-letter ended (sync and asyncio clients alike)."""
 
     MOVED = "moved"
     GONE = "gone"  # no longer pending in our name: another consumer settled or took it
@@ -115,49 +116,66 @@ class _Fate(Enum):
     REDIS_AWAY = "redis-away"  # Redis is unreachable; it stays pending here
 
 
-def _dead_letter(
-    *, client: Client, stream: str, group: str, consumer: str, item: Settlement
-) -> _Fate:
-    """Move one entry to the DLQ; logs why when it does not."""
+def dead_letter_call(
+    *, stream: str, group: str, consumer: str, item: Settlement
+) -> ScriptCall[DeadLettered | Refusal]:
+    """The dead-letter script's run for one settlement: guarded by our own ownership."""
     assert item.dead_letter_reason is not None
-    try:
-        result = DEAD_LETTER.move(
-            client=client,
-            stream=stream,
-            group=group,
-            entry_id=item.entry_id,
-            reason=item.dead_letter_reason,
-            last_error=item.last_error,
-            expected_consumer=consumer,
-        )
-    except ActionRefused as exc:
-        if not (isinstance(exc.__cause__, redis.ResponseError) or isinstance(exc, TooManyFields)):
-            log.info("not dead-lettering %s %s: %s", stream, item.entry_id, exc)
-            return _Fate.GONE
-        # Redis refused (the group is gone, or the DLQ key is not a stream), or the
-        # entry is too wide for one script: not a race another consumer won.
+    return DEAD_LETTER.call(
+        stream=stream,
+        group=group,
+        entry_id=item.entry_id,
+        reason=item.dead_letter_reason,
+        last_error=item.last_error,
+        expected_consumer=consumer,
+    )
+
+
+def dead_letter_fate(
+    outcome: DeadLettered | Refusal | Exception, *, stream: str, group: str, item: Settlement
+) -> Fate:
+    """Judge (and log, once) the script's reply or the error it raised: the one reading
+    of a worker's dead-letter, whichever client ran it."""
+    if isinstance(outcome, Exception):
         log.error("could not dead-letter %s %s (%s); it stays pending",
-                  stream, item.entry_id, exc.__cause__ or exc)  # fmt: skip
-        return _Fate.KEPT
-    except (redis.RedisError, RedisClusterException) as exc:
-        log.error("could not dead-letter %s %s (%s); it stays pending", stream, item.entry_id, exc)
+                  stream, item.entry_id, outcome)  # fmt: skip
         # Unreachable, or this node no longer serves the slot (READONLY, CLUSTERDOWN…, a
         # failover under way): the rest would fail alike, so they wait for the next try.
+        # Any other error reply (NOGROUP, WRONGTYPE) is not a race another consumer won.
         away = isinstance(
-            exc, redis.ConnectionError | redis.TimeoutError | RedisClusterException
-        ) or (isinstance(exc, redis.ResponseError) and topology_changed(exc))
-        return _Fate.REDIS_AWAY if away else _Fate.KEPT
-    if result is None:
-        log.info(
-            "%s %s was no longer pending in %s; not dead-lettered", stream, item.entry_id, group
-        )
-        return _Fate.GONE
+            outcome, redis.ConnectionError | redis.TimeoutError | RedisClusterException
+        ) or (isinstance(outcome, redis.ResponseError) and topology_changed(outcome))
+        return Fate.REDIS_AWAY if away else Fate.KEPT
+    if isinstance(outcome, Refusal):
+        if outcome.kind == "too-many-fields":
+            log.error("could not dead-letter %s %s (%s); it stays pending",
+                      stream, item.entry_id, outcome.message)  # fmt: skip
+            return Fate.KEPT
+        log.info("not dead-lettering %s %s: %s", stream, item.entry_id, outcome.message)
+        return Fate.GONE
     log.warning("dead-lettered %s %s of group %s: %s", stream, item.entry_id, group,
                 item.dead_letter_reason)  # fmt: skip
-    event_publish(
-        client=client, type="dead_letter", stream=stream, group=group, entry_id=item.entry_id
-    )
-    return _Fate.MOVED
+    return Fate.MOVED
+
+
+def _dead_letter(
+    *, client: Client, stream: str, group: str, consumer: str, item: Settlement
+) -> Fate:
+    """Move one entry to the DLQ; logs why when it does not."""
+    call = dead_letter_call(stream=stream, group=group, consumer=consumer, item=item)
+    outcome: DeadLettered | Refusal | Exception
+    try:
+        outcome = call.parse(
+            call.script.registered(client)(keys=call.keys, args=call.args, client=client)
+        )
+    except (redis.RedisError, RedisClusterException) as exc:
+        outcome = exc
+    fate = dead_letter_fate(outcome, stream=stream, group=group, item=item)
+    if fate is Fate.MOVED:
+        event_publish(
+            client=client, type="dead_letter", stream=stream, group=group, entry_id=item.entry_id
+        )
+    return fate
 
 
 class SettleBatch:

@@ -280,6 +280,19 @@ def caught_up(page: Any) -> None:
     expect(page.locator("html")).to_have_attribute("data-live-pushes", re.compile(r"^[1-9]"))
 
 
+def row_button(row: Any, name: str, role: str = "button") -> Any:
+    """The button (or ``role``: "link") called ``name`` in ``row``'s actions menu
+    (``details.row-menu``), with the menu opened: a table row's actions are one menu, its
+    buttons hidden until it opens."""
+    from playwright.sync_api import expect
+
+    menu = row.locator("details.row-menu")
+    if menu.get_attribute("open") is None:
+        menu.locator("summary").click()
+    expect(menu).to_have_attribute("open", "")
+    return menu.get_by_role(role, name=name, exact=True)
+
+
 def screenshot(page: Any, name: str) -> None:
     """Save ``name``.png as a test artifact (full page).
 

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer
+from tests.browser.server import LiveServer, row_button
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.browser
@@ -39,7 +39,7 @@ class ActionDialogTests:
         [entry_id] = make_pending(browser_redis, stream, "g", "w1", 1)
         page.goto(_group_url(web_server, stream, "g"))
         row = page.locator(f"#pending-{entry_id}")
-        row.get_by_role("button", name="Claim", exact=True).click()
+        row_button(row, "Claim").click()
         dialog = page.locator("dialog[open]")  # one shared dialog per action
         expect(dialog).to_be_visible()
         time.sleep(2.5)  # a few live ticks: the open dialog holds them back
@@ -58,7 +58,7 @@ class ActionDialogTests:
         [entry_id, other] = make_pending(browser_redis, stream, "g", "w1", 2)
         page.goto(_group_url(web_server, stream, "g"))
         row = page.locator(f"#pending-{entry_id}")
-        row.get_by_role("button", name="Acknowledge", exact=True).click()
+        row_button(row, "Acknowledge").click()
         dialog = page.locator("dialog[open]")  # one shared dialog per action
         dialog.get_by_label("Reason (required)").fill("duplicate <b>order</b>")
         dialog.get_by_role("button", name="Acknowledge", exact=True).click()

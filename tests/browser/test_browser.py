@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer, login, screenshot, worker_failure
+from tests.browser.server import LiveServer, login, row_button, screenshot, worker_failure
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.browser
@@ -109,7 +109,7 @@ class DeadLetterTests:
         page.goto(_path(web_server, "streams", refunds, "groups", "processor"))
         row = page.locator(f"#pending-{entry_id}")
         expect(row).to_be_visible()
-        row.get_by_role("button", name="Dead-letter").click()
+        row_button(row, "Dead-letter").click()
         dialog = page.locator("dialog[open]")  # one shared dialog per action
         dialog.locator("input[name=reason]").fill("refund already paid by hand")
         dialog.get_by_role("button", name="Dead-letter").click()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from playwright.sync_api import expect
 from tests.browser.server import LiveServer, log_problems, login, screenshot, serving
 from tests.factories import add_entries, make_pending
 from tests.redis_server import RedisServer, RedisUnavailable
+from tests.servers import started
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
 
@@ -34,10 +36,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.production]
 def chart_server() -> Iterator[tuple[LiveServer, redis.Redis]]:
     """A web process and its own private Redis: the sampler's lease is one per Redis
     (one per deployment), and the session's web server would hold it on the shared one."""
-    try:
-        own = RedisServer().start()
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with started(RedisServer(), RedisUnavailable) as own:
+        yield from _chart_server(own)
+
+
+def _chart_server(own: RedisServer) -> Iterator[tuple[LiveServer, redis.Redis]]:
     server = LiveServer(
         redis_url=own.url,
         streams="*",
@@ -53,7 +56,6 @@ def chart_server() -> Iterator[tuple[LiveServer, redis.Redis]]:
             yield server, client
     finally:
         client.close()
-        own.cleanup()
 
 
 def _group_page(page: Any, server: LiveServer, stream: str, group: str) -> None:
@@ -128,6 +130,47 @@ class LiveChartTests:
                 page.locator('#rate-charts .chart-panel[data-panel="produce_per_s"]')
             ).to_have_count(1)
             assert log_problems(server.log_since(mark)) == []
+        finally:
+            context.close()
+
+    def test_legends_show_the_latest_values_without_hovering(
+        self, chromium: Any, chart_server: tuple[LiveServer, redis.Redis]
+    ) -> None:
+        server, browser_redis = chart_server
+        stream = "legend"
+        make_pending(browser_redis, stream, "g", "c1", 3)
+        context = chromium.new_context(viewport={"width": 1440, "height": 900})
+        context.set_default_timeout(20_000)
+        try:
+            page = context.new_page()
+            login(page, server)  # the first request starts the server's sampler
+            charts = page.locator("#rate-charts")
+            deadline = time.monotonic() + 20
+            while True:  # until the sampler has points enough for a chart
+                _group_page(page, server, stream, "g")
+                expect(charts).not_to_have_attribute("data-state", "loading")
+                if charts.get_attribute("data-state") == "drawn":
+                    break
+                assert time.monotonic() < deadline, "the charts were never drawn"
+                page.wait_for_timeout(500)
+            legend_values = """root => [...root.querySelectorAll('.chart-panel')].map(
+                panel => [...panel.querySelectorAll('.u-legend .u-series .u-value')]
+                    .map(v => v.textContent))"""
+            number = re.compile(r"^-?[\d.,]+\s*[a-zA-Z/%]*$")
+
+            def check() -> None:
+                panels = charts.evaluate(legend_values)
+                assert panels, panels
+                for values in panels:
+                    # The time of the latest point, then the series' values: not uPlot's "--".
+                    assert values[0] != "--", panels
+                    assert number.match(values[1]), panels
+
+            check()  # the pointer was never over a chart
+            canvas = page.locator("#rate-charts .chart-panel .u-over").first
+            canvas.hover()
+            page.mouse.move(5, 5)  # and away again
+            check()
         finally:
             context.close()
 
@@ -265,6 +308,9 @@ class ScreenshotTests:
             expect(page.locator("#rate-charts .chart-markers li")).to_have_count(3)
             expect(page.locator("#group-drain")).to_be_visible()
             assert page.locator("#rate-charts .chart-panel").count() == 4
+            # The rates come after the pending entries and the consumers: the README's
+            # shot (the first screen) starts at them.
+            page.evaluate("document.getElementById('rate-charts').scrollIntoView()")
             page.wait_for_timeout(300)
             screenshot(page, "group-rates")
         finally:

@@ -20,7 +20,7 @@ import redis
 from playwright.sync_api import expect
 
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer
+from tests.browser.server import LiveServer, row_button
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.browser
@@ -159,7 +159,7 @@ class MovedHandlerTests:
         indicator = csp_page.locator("#live-indicator")
         row = csp_page.locator(f"#pending-{first}")
 
-        row.get_by_role("button", name="Claim", exact=True).click()
+        row_button(row, "Claim").click()
         dialog = csp_page.locator("dialog[open]")
         expect(dialog).to_be_visible()
         expect(dialog.locator(".live-hold")).to_be_checked()
@@ -168,7 +168,7 @@ class MovedHandlerTests:
         expect(csp_page.locator("dialog[open]")).to_have_count(0)
         expect(indicator).to_have_attribute("data-state", "live")
 
-        row.get_by_role("button", name="Dead-letter", exact=True).click()
+        row_button(row, "Dead-letter").click()
         expect(csp_page.locator("dialog[open]")).to_be_visible()
         expect(indicator).to_have_attribute("data-state", "paused")
         csp_page.keyboard.press("Escape")
@@ -177,7 +177,7 @@ class MovedHandlerTests:
 
         # A refused claim (a worker took the entry meanwhile): the 409 is shown, through
         # data-swap-4xx, and the dialog closes after its request.
-        row.get_by_role("button", name="Claim", exact=True).click()
+        row_button(row, "Claim").click()
         browser_redis.xclaim(stream, "g", "w2", 0, [first])
         csp_page.locator("dialog[open]").get_by_role("button", name="Claim", exact=True).click()
         expect(csp_page.locator("#messages")).to_contain_text("changed since you looked")
@@ -186,7 +186,7 @@ class MovedHandlerTests:
 
         # A successful acknowledge removes the row; live updates resume.
         other = csp_page.locator(f"#pending-{second}")
-        other.get_by_role("button", name="Acknowledge", exact=True).click()
+        row_button(other, "Acknowledge").click()
         csp_page.locator("dialog[open]").get_by_label("Reason (required)").fill("duplicate")
         csp_page.locator("dialog[open]").get_by_role("button", name="Acknowledge").click()
         expect(csp_page.locator(f"#pending-{second}")).to_have_count(0)
@@ -273,7 +273,7 @@ class MovedHandlerTests:
         expect(csp_page.locator("dialog[open]")).to_have_count(0)
         # Replay asks through hx-confirm (window.confirm, no eval).
         csp_page.once("dialog", lambda confirm: confirm.accept())
-        csp_page.locator("#dlq-table tbody tr").first.get_by_role("button", name="Replay").click()
+        row_button(csp_page.locator("#dlq-table tbody tr").first, "Replay").click()
         expect(csp_page.locator("#messages")).to_contain_text("replayed to group g")
         assert browser_redis.xlen(stream) == 3
         _settle(csp_page)

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
-from tests.browser.server import LiveServer, caught_up, screenshot
+from tests.browser.server import LiveServer, caught_up, row_button, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -46,7 +46,7 @@ class EditReplayBrowserTests:
     ) -> None:
         dlq_id = _dead_letter(browser_redis, stream)
         page.goto(f"{web_server.url}/streams/{stream}/dlq/")
-        page.locator(f"#dlq-{dlq_id}").get_by_role("link", name="Edit & replay").click()
+        row_button(page.locator(f"#dlq-{dlq_id}"), "Edit & replay", role="link").click()
         page.wait_for_url(f"**/dlq/{dlq_id}/edit/")
         payload = page.locator("fieldset[data-mode=json] textarea")
         expect(payload).to_have_value(json.dumps(
@@ -137,7 +137,8 @@ class SearchBrowserTests:
         page.get_by_text("Find: payload search").click()
         page.locator("#find-stream").get_by_label("Jump to time (UTC)").fill("2026-12-01T21:30:00")
         page.locator("#find-stream").get_by_role("button", name="Go").click()
-        page.wait_for_url("**?before=1796160600000-0")
+        page.wait_for_url("**?before=1796160600000-0#entry-table")
         table = page.locator("#entry-table")
         expect(table).to_contain_text(old)
         expect(table).not_to_contain_text(new)
+        expect(table).to_be_in_viewport()  # it lands on the table, not the page's top

@@ -111,9 +111,10 @@ class HostilePayloadTests:
             rows = page.locator("#dlq-table tbody tr")
             expect(rows).to_have_count(len(DEAD_LETTERED))
             for button in ("Replay", "Delete"):
-                expect(rows.get_by_role("button", name=button, exact=True)).to_have_count(
-                    len(DEAD_LETTERED)
-                )
+                # In each row's actions menu (closed, so counted hidden ones included).
+                expect(
+                    rows.get_by_role("button", name=button, exact=True, include_hidden=True)
+                ).to_have_count(len(DEAD_LETTERED))
             expect(page.get_by_role("button", name="Purge", exact=True).first).to_be_visible()
             page.locator("#dlq-table details.payload summary").first.click()  # show a payload
             assert page.evaluate("typeof window.__pwned") == "undefined"

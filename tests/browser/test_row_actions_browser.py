@@ -3,9 +3,10 @@ dashboard/static/dashboard/row_actions.js).
 
 One confirm dialog per action on the page, whatever the number of rows; opened from a row,
 it names that row's entry and posts what that row showed; the action then swaps or removes
-that row. At 1280 px the last action button of a row with long ids, consumer names and
-failures is fully on screen. Without JavaScript, Retry still posts (post/redirect/get) and
-the other buttons lead to the entry's page.
+that row. At 1280 px the last action button of a row's menu, in a row with long ids,
+consumer names and failures, is fully on screen. Without JavaScript (the menu is a native
+disclosure), Retry still posts (post/redirect/get) and the other buttons lead to the
+entry's page.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import redis
 from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
-from tests.browser.server import LiveServer, screenshot, worker_failure
+from tests.browser.server import LiveServer, row_button, screenshot, worker_failure
 
 pytestmark = pytest.mark.browser
 
@@ -88,7 +89,7 @@ class SharedDialogTests:
 
         # Claim from the third row: the dialog names it and posts what the row showed.
         target = ids[2]
-        page.locator(f"#pending-{target}").get_by_role("button", name="Claim").click()
+        row_button(page.locator(f"#pending-{target}"), "Claim").click()
         dialog = page.locator("dialog[open]")
         expect(dialog).to_have_attribute("aria-label", f"Claim entry {target}")
         expect(dialog.locator("code[data-fill=id]")).to_have_text(target)
@@ -108,7 +109,7 @@ class SharedDialogTests:
 
         # The same dialog element serves another row and another action.
         other = ids[0]
-        page.locator(f"#pending-{other}").get_by_role("button", name="Dead-letter").click()
+        row_button(page.locator(f"#pending-{other}"), "Dead-letter").click()
         dialog = page.locator("dialog[open]")
         expect(dialog).to_have_attribute("aria-label", f"Dead-letter entry {other}")
         dialog.locator("input[name=reason]").fill("poison <b>pill</b>")
@@ -140,8 +141,9 @@ class SharedDialogTests:
             assert time.monotonic() < deadline, "the failure index never showed the failure"
             time.sleep(0.5)
         expect(row.locator("td.actions-cell")).to_contain_text("already due")
-        last = row.locator("td.actions-cell button").last
-        expect(last).to_have_text("Acknowledge")
+        # The actions are one menu a row: opened, its last button is Acknowledge.
+        last = row_button(row, "Acknowledge")
+        expect(row.locator("td.actions-cell button").last).to_have_text("Acknowledge")
         screenshot(page, "group-actions-1280")
         # One measurement in the page (a live push may replace the row between two calls).
         left, right = last.evaluate(
@@ -162,14 +164,14 @@ class WithoutJavaScriptTests:
         ids = _long_pending(browser_redis, stream, "g", 2)
         url = _group_url(web_server, stream, "g")
         no_js_page.goto(url)
-        no_js_page.locator(f"#pending-{ids[0]}").get_by_role("button", name="Retry").click()
+        row_button(no_js_page.locator(f"#pending-{ids[0]}"), "Retry").click()
         no_js_page.wait_for_load_state()
         assert no_js_page.url == url  # post/redirect/get, back to the page
         expect(no_js_page.locator("#messages")).to_contain_text("will be redelivered")
         [retried] = browser_redis.xpending_range(stream, "g", ids[0], ids[0], 1)
         assert retried["time_since_delivered"] >= 30_000  # made due (ACKBOARD_RETRY_IDLE_MS)
 
-        no_js_page.locator(f"#pending-{ids[1]}").get_by_role("button", name="Claim").click()
+        row_button(no_js_page.locator(f"#pending-{ids[1]}"), "Claim").click()
         # A GET form: the entry's page, with an empty query string.
         no_js_page.wait_for_url(re.compile(re.escape(f"/streams/{stream}/entries/{ids[1]}/")))
         expect(no_js_page.locator("h1")).to_contain_text(ids[1])

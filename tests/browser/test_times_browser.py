@@ -20,7 +20,7 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
-from tests.browser.server import LiveServer
+from tests.browser.server import LiveServer, row_button
 from tests.factories import make_pending
 
 pytestmark = pytest.mark.browser
@@ -77,7 +77,7 @@ class ClientTimesTests:
         browser_redis.xclaim(stream, "g", "w1", 0, [entry_id], idle=TWO_HOURS_MS, justid=True)
         page.reload()
         expect(idle).to_have_text("2 h")
-        row.get_by_role("button", name="Claim").click()
+        row_button(row, "Claim").click()
         dialog = page.locator("dialog[open]")
         seen = int(dialog.locator("input[name=seen_idle_ms]").input_value())
         assert TWO_HOURS_MS - 5_000 <= seen <= TWO_HOURS_MS + 60_000

@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from tests.browser.peers import peer_of
-from tests.browser.server import LiveServer, log_problems, socket_connects
+from tests.browser.server import LiveServer, log_problems, row_button, socket_connects
 from tests.factories import make_pending
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
@@ -53,7 +53,7 @@ class TwoWebProcessesTests:
                 actor = context.new_page()
                 actor.goto(web_server.url + path)
                 row = actor.locator(f"#pending-{entry_id}")
-                row.get_by_role("button", name="Dead-letter").click()
+                row_button(row, "Dead-letter").click()
                 dialog = actor.locator("dialog[open]")  # one shared dialog per action
                 dialog.locator("input[name=reason]").fill("done by hand, on web process A")
                 dialog.get_by_role("button", name="Dead-letter").click()

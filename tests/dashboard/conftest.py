@@ -38,6 +38,13 @@ def action_settings(settings: SettingsWrapper, redis_url: str) -> None:
 
 
 @pytest.fixture
+def viewer(client: Client, django_user_model: type[User]) -> Client:
+    """A client logged in as a read-only user (``view_queues`` only)."""
+    client.force_login(make_user(django_user_model, "viewer", "view_queues"))
+    return client
+
+
+@pytest.fixture
 def make_client(django_user_model: type[User]) -> MakeClient:
     def make(name: str = "olga", *codenames: str, **client_kwargs: bool) -> Client:
         user = make_user(django_user_model, name, *(codenames or ALL_ACTIONS))

@@ -141,7 +141,7 @@ class DeadLetterTests:
         assert response.status_code == 200
         body = response.content.decode()
         # The row is swapped with nothing (removed); only the out-of-band message remains.
-        assert body.lstrip().startswith('<div id="messages"') and 'hx-swap-oob="true"' in body
+        assert body.lstrip().startswith('<div id="messages"') and 'hx-swap-oob="innerHTML"' in body
         # By the row's id: the page's forms are shared by all rows, outside the table.
         target = f"#pending-{entry_id}"
         assert (response["HX-Retarget"], response["HX-Reswap"]) == (target, "outerHTML")
@@ -486,7 +486,7 @@ class RowSwapTests:
         body = response.content.decode()
         row = body.split(f'<tr id="pending-{entry_id}"', 1)[1].split("</tr>", 1)[0]
         assert "debugger" in row and ">2<" in row  # new owner, delivered twice now
-        assert 'hx-swap-oob="true"' in body and "claimed by debugger" in body
+        assert 'hx-swap-oob="innerHTML"' in body and "claimed by debugger" in body
 
     def test_retry_from_a_row_keeps_the_row(
         self, r: redis.Redis, stream: str, make_client: MakeClient

@@ -15,13 +15,17 @@ from django.urls import reverse
 
 from dashboard.models import AuditEvent
 from queue_core.edited_replays import (
-    EDITS_INDEX_KEY,
     edited_replays_settle,
     edited_replays_sweep,
     edited_replays_sweeper,
 )
-from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
-from queue_core.scripts.edit_replay import EDITED_FIELD, EDITED_FROM_FIELD, edits_key
+from queue_core.keys import (
+    DLQ_EDITS_INDEX_KEY,
+    REPLAY_GROUP_FIELD,
+    REPLAY_OF_FIELD,
+    stream_keys,
+)
+from queue_core.scripts.edit_replay import EDITED_FIELD, EDITED_FROM_FIELD
 from queue_core.services import entry_dead_letter
 from tests.dashboard.action_helpers import MakeClient
 from tests.dashboard.conftest import ALL_ACTIONS
@@ -98,7 +102,7 @@ class PermissionTests:
         assert event.result == "refused"
         assert event.group == "g"
         assert event.entry_ids == [dlq_id]
-        assert not r.exists(edits_key(stream))
+        assert not r.exists(stream_keys(stream).dlq_edits)
 
     def test_editor_button_only_with_the_permission(
         self, make_client: MakeClient, r: redis.Redis, stream: str
@@ -186,10 +190,12 @@ class EditReplayTests:
         assert edited_replays_settle(r, stream) == 0
         assert r.xlen(stream_keys(stream).dlq) == 1
         r.xack(stream, "g", new_id)
-        page = client.get(dlq_page).content.decode()  # the page's read settles it
-        assert f"dlq-{dlq_id}" not in page
+        page = client.get(dlq_page).content.decode()  # a read never writes
+        assert r.xlen(stream_keys(stream).dlq) == 1 and f"dlq-{dlq_id}" in page
+        assert edited_replays_settle(r, stream) == 1  # what run_jobs's sweeper calls
+        assert f"dlq-{dlq_id}" not in client.get(dlq_page).content.decode()
         assert r.xlen(stream_keys(stream).dlq) == 0
-        assert not r.exists(edits_key(stream))
+        assert not r.exists(stream_keys(stream).dlq_edits)
 
     def test_failed_again_keeps_the_original_and_allows_a_new_edit(
         self, make_client: MakeClient, r: redis.Redis, stream: str
@@ -203,7 +209,7 @@ class EditReplayTests:
         assert again is not None
         assert edited_replays_settle(r, stream) == 1
         assert len(r.xrange(stream_keys(stream).dlq, min=dlq_id, max=dlq_id)) == 1
-        state = json.loads(r.hget(edits_key(stream), dlq_id) or b"{}")
+        state = json.loads(r.hget(stream_keys(stream).dlq_edits, dlq_id) or b"{}")
         assert state["state"] == "failed" and state["failed_as"] == again.dlq_id
         page = client.get(reverse("dashboard:dlq", args=[stream])).content.decode()
         assert "failed again" in element_text(page, f"dlq-{dlq_id}")
@@ -258,7 +264,7 @@ class BadInputTests:
         assert response.status_code == 400
         assert says in response.content.decode().replace("&#x27;", "'")
         assert r.xlen(stream) == length
-        assert not r.exists(edits_key(stream))
+        assert not r.exists(stream_keys(stream).dlq_edits)
         assert AuditEvent.objects.get(action="edit-replay").result == "refused"
 
     def test_unknown_dead_letter_is_404(
@@ -319,13 +325,13 @@ class SweepTests:
             post_url(stream, dlq_id), rows(("0", "payload", "{}", "json"))
         )
         [new_id] = AuditEvent.objects.get(action="edit-replay").new_ids
-        assert r.sismember(EDITS_INDEX_KEY, stream)
+        assert r.sismember(DLQ_EDITS_INDEX_KEY, stream)
         assert edited_replays_sweep(r) == 0  # not delivered yet
         r.xreadgroup("g", "c1", {stream: ">"})
         r.xack(stream, "g", new_id)
         assert edited_replays_sweep(r) == 1
         assert r.xlen(stream_keys(stream).dlq) == 0
-        assert not r.sismember(EDITS_INDEX_KEY, stream)
+        assert not r.sismember(DLQ_EDITS_INDEX_KEY, stream)
 
     def test_run_jobs_sweeps(self, make_client: MakeClient, r: redis.Redis, stream: str) -> None:
         _, dlq_id = dead_letter(r, stream)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -18,15 +18,6 @@ pytestmark = pytest.mark.django_db
 
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-
-
-@pytest.fixture
-def viewer(django_user_model: type[User]) -> Client:
-    user = django_user_model.objects.create_user(username="vera", password="pw")
-    user.user_permissions.add(Permission.objects.get(codename="view_queues"))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 class FailurePageTests:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import pytest
 import redis
+from django.test import Client
+from django.urls import reverse
 
-from dashboard.log_filters import LibraryOutage
+from dashboard.log_filters import ClientErrorLine, LibraryOutage
 
 
 def _record(error: BaseException) -> logging.LogRecord:
@@ -58,3 +61,34 @@ def test_other_errors_keep_their_traceback() -> None:
     assert LibraryOutage().filter(record)
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert "Traceback" in logging.Formatter().format(record)
+
+
+class ClientErrorLineTests:
+    """A 4xx that Django answers for an exception (PermissionDenied, BadRequest) is logged
+    as one line; a 5xx keeps its traceback."""
+
+    def test_settings_install_it_on_the_django_request_logger(self) -> None:
+        filters = logging.getLogger("django.request").filters
+        assert any(isinstance(f, ClientErrorLine) for f in filters)
+
+    @pytest.mark.django_db
+    def test_a_denied_request_is_one_line(
+        self, django_user_model: Any, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        client = Client(raise_request_exception=False)
+        client.force_login(django_user_model.objects.create_user("nobody", password="pw"))
+        with caplog.at_level(logging.WARNING, logger="django.request"):
+            assert client.get(reverse("dashboard:overview")).status_code == 403
+        (record,) = [r for r in caplog.records if r.name == "django.request"]
+        assert record.levelname == "WARNING" and record.exc_info is None
+        text = logging.Formatter().format(record)
+        assert (
+            text == "Forbidden (Permission denied): / (PermissionDenied: You may not view queues.)"
+        )
+
+    def test_a_server_error_keeps_its_traceback(self) -> None:
+        record = _record(RuntimeError("boom"))
+        record.status_code = 500
+        assert ClientErrorLine().filter(record)
+        assert record.exc_info is not None
+        assert "Traceback" in logging.Formatter().format(record)

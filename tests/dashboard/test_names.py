@@ -15,7 +15,6 @@ from urllib.parse import unquote, urljoin
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import NoReverseMatch, resolve, reverse
 from django.utils import timezone
@@ -100,14 +99,6 @@ class RoundTripTests:
 
 
 # --- pages --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def viewer(client: Client, django_user_model: type[User]) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(Permission.objects.get(codename="view_queues"))
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,20 +19,12 @@ from tests.redis_server import free_port
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def ops_settings(settings: Any, redis_url: str, prefix: str) -> Any:
     settings.ACKBOARD_REDIS_URL = redis_url
     settings.ACKBOARD_STREAMS = (prefix + "*",)
     ops._cache = None
     return settings
-
-
-@pytest.fixture
-def viewer(client: Client, django_user_model: Any, ops_settings: Any) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(Permission.objects.get(codename="view_queues"))
-    client.force_login(user)
-    return client
 
 
 def _samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -37,7 +36,7 @@ class RecordingRedis(CountingRedis):
         return super().execute_command(*args, **options)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def pages(settings: Any, redis_url: str, prefix: str) -> Iterator[Any]:
     settings.ACKBOARD_REDIS_URL = redis_url
     settings.ACKBOARD_STREAMS = (prefix + "*",)
@@ -45,16 +44,6 @@ def pages(settings: Any, redis_url: str, prefix: str) -> Iterator[Any]:
     settings.ACKBOARD_INDEX_BACKGROUND = False  # tests step the index themselves
     yield settings
     stream_index.refresher_stop()
-
-
-@pytest.fixture
-def viewer(client: Client, django_user_model: Any, pages: Any) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
-    )
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from urllib.parse import quote
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -21,26 +20,17 @@ from dashboard.views.pages import PendingRowView
 from queue_core import services
 from queue_core.keys import MAX_NAME_LENGTH, stream_keys
 from tests.factories import add_entries, make_group, make_pending
+from tests.html import table_rows
 from tests.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def pages(settings: Any, redis_url: str, prefix: str) -> Any:
     settings.ACKBOARD_REDIS_URL = redis_url
     settings.ACKBOARD_STREAMS = (prefix + "*",)
     return settings
-
-
-@pytest.fixture
-def viewer(client: Client, django_user_model: Any, pages: Any) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
-    )
-    client.force_login(user)
-    return client
 
 
 def _failure(stream: str, group: str, entry_id: str, attempt: int, message: str) -> None:
@@ -247,6 +237,18 @@ class GroupPageTests:
         assert [row.id for row in idle.context["rows"]] == [mine[1]]
         assert b"Looked at 8 pending entries" in idle.content
 
+    def test_pending_entries_come_before_consumers_workers_and_charts(
+        self, viewer: Client, r: redis.Redis, stream: str
+    ) -> None:
+        """What on-call opens the page for first: under the header (summary, pause
+        banner), the pending table; then who holds it; then the rates."""
+        make_pending(r, stream, "g", "c1", 2)
+        html = viewer.get(reverse("dashboard:group-detail", args=[stream, "g"])).content.decode()
+        regions = ["group-fleet", "group-summary", "pending-table", "consumer-table",
+                   "group-workers", "rate-charts"]  # fmt: skip
+        at = [html.index(f'id="{region}"') for region in regions]
+        assert at == sorted(at), dict(zip(regions, at, strict=True))
+
     def test_payload_missing_is_marked(self, viewer: Client, r: redis.Redis, stream: str) -> None:
         ids = make_pending(r, stream, "g", "c", 1)
         r.xdel(stream, ids[0])
@@ -310,6 +312,32 @@ class DeadLetterPageTests:
         assert "too many deliveries" in html and "KeyError: &#x27;sku&#x27;" in html
         older = viewer.get(url, {"before": response.context["page"].next_before})
         assert [d.row.origin_id for d in older.context["rows"]] == ids[4::-1]
+
+    def test_a_last_error_the_reason_repeats_is_shown_once(
+        self, viewer: Client, r: redis.Redis, stream: str
+    ) -> None:
+        """Reason and last error share one cell; the error joins it only when it says
+        something the reason does not (a permanent failure's reason repeats its message)."""
+        ids = make_pending(r, stream, "g", "c", 3)
+        cases = [
+            ("permanent failure: 550 no mailbox", "PermanentFailure: 550 no mailbox"),
+            ("max deliveries (5) reached", "ValueError: amount must be positive"),
+            ("operator's call", ""),
+        ]  # fmt: skip
+        for entry_id, (reason, error) in zip(ids, cases, strict=True):
+            services.entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id,
+                                       reason=reason, last_error=error)  # fmt: skip
+        response = viewer.get(reverse("dashboard:dlq", args=[stream]))
+        rows = response.context["rows"]
+        shown = {d.row.origin_id: d.last_error_adds for d in rows}
+        assert shown == {ids[0]: False, ids[1]: True, ids[2]: False}
+        cells = table_rows(response.content.decode(), "dlq-")
+        why = {d.row.origin_id: cells[f"dlq-{d.row.id}"][4] for d in rows}
+        assert why == {
+            ids[0]: "permanent failure: 550 no mailbox",
+            ids[1]: "max deliveries (5) reached · ValueError: amount must be positive",
+            ids[2]: "operator's call",
+        }
 
 
 ODD_NAMES = [

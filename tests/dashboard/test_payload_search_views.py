@@ -218,17 +218,18 @@ class JumpTests:
         response = client.get(jump, {"where": "stream", "at": at})
         assert response.status_code == 302
         assert response["Location"] == (
-            reverse("dashboard:stream-detail", args=[stream]) + "?before=1796160600000-0"
+            reverse("dashboard:stream-detail", args=[stream])
+            + "?before=1796160600000-0#entry-table"
         )
         page = client.get(response["Location"]).content.decode()
         table = element_text(page, "entry-table")
         assert old in table and "1796160700000-0" not in table
         response = client.get(jump, {"where": "dlq", "at": at})
-        assert response["Location"].endswith("/dlq/?before=1796160600000-0")
+        assert response["Location"].endswith("/dlq/?before=1796160600000-0#dlq-table")
         response = client.get(jump, {"where": "pending", "group": "g", "at": at})
         assert response["Location"] == (
             reverse("dashboard:group-detail", args=[stream, "g"])
-            + "?start=1796160599999-18446744073709551615"
+            + "?start=1796160599999-18446744073709551615#pending-table"
         )
         assert client.get(response["Location"]).status_code == 200
 

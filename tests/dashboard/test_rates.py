@@ -47,7 +47,7 @@ from dashboard.rates.series import (
 from dashboard.views import ops
 from queue_core import selectors
 from queue_core.connection import Client as RedisClient
-from queue_core.keys import EVENTS_CHANNEL
+from queue_core.keys import EVENTS_CHANNEL, RATES_SAMPLER_LEASE_KEY
 from tests.factories import make_group, make_pending, make_user
 from tests.health_scenario import engine
 from tests.queue_core.test_cluster import names_on_primaries
@@ -611,7 +611,7 @@ class SamplerTests:
         self, rates_settings: Any, r: redis.Redis, stream: str, prefix: str
     ) -> None:
         make_group(r, stream, "g")
-        assert rates_settings.ACKBOARD_SAMPLER_LEASE_KEY == rates_sampler.LEASE_KEY  # default
+        assert rates_settings.ACKBOARD_SAMPLER_LEASE_KEY == RATES_SAMPLER_LEASE_KEY  # default
         rates_settings.ACKBOARD_SAMPLER_LEASE_KEY = prefix + "lease:team-a"
         a = Sampler(client=r, interval_s=1.0)
         rates_settings.ACKBOARD_SAMPLER_LEASE_KEY = prefix + "lease:team-b"
@@ -620,7 +620,7 @@ class SamplerTests:
         assert a.tick() is not None and b.tick() is not None and same.tick() is None
         assert r.get(prefix + "lease:team-a") == a.lease.token.encode()
         assert r.get(prefix + "lease:team-b") == b.lease.token.encode()
-        assert r.get(rates_sampler.LEASE_KEY) is None
+        assert r.get(RATES_SAMPLER_LEASE_KEY) is None
         a.stop()
         b.stop()
 
@@ -633,7 +633,7 @@ class SamplerTests:
         r.xadd(stream, {"n": "1"})
         rates_settings.ACKBOARD_SAMPLER = True
         rates_settings.ACKBOARD_SAMPLER_INTERVAL_S = 0.2
-        r.delete(rates_sampler.LEASE_KEY)
+        r.delete(RATES_SAMPLER_LEASE_KEY)
         try:
             client.get(reverse("dashboard:healthz"))
             deadline = time.monotonic() + 10
@@ -644,7 +644,7 @@ class SamplerTests:
             assert RateSample.objects.filter(stream=stream, group="g").count() >= 2
         finally:
             rates_sampler.stop()
-        assert r.get(rates_sampler.LEASE_KEY) is None  # released on stop
+        assert r.get(RATES_SAMPLER_LEASE_KEY) is None  # released on stop
 
     def test_no_thread_when_off(self, rates_settings: Any, client: Client) -> None:
         rates_settings.ACKBOARD_SAMPLER = False
@@ -656,19 +656,19 @@ class CommandTests:
     def test_sample_rates_once(self, rates_settings: Any, r: redis.Redis, stream: str) -> None:
         make_group(r, stream, "g")
         r.xadd(stream, {"n": "1"})
-        r.delete(rates_sampler.LEASE_KEY)
+        r.delete(RATES_SAMPLER_LEASE_KEY)
         out = StringIO()
         call_command("sample_rates", "--once", stdout=out)
         assert out.getvalue().startswith("Sampled 1 streams and 1 groups (2 rows)")
         assert RateSample.objects.filter(stream=stream).count() == 2
-        assert r.get(rates_sampler.LEASE_KEY) is None
+        assert r.get(RATES_SAMPLER_LEASE_KEY) is None
         # Another sampler holds the lease: nothing sampled, and it says so.
-        r.set(rates_sampler.LEASE_KEY, "someone-else", px=5000)
+        r.set(RATES_SAMPLER_LEASE_KEY, "someone-else", px=5000)
         out = StringIO()
         call_command("sample_rates", "--once", stdout=out)
         assert out.getvalue().strip() == "Another sampler holds the lease; nothing sampled."
         assert RateSample.objects.filter(stream=stream).count() == 2
-        r.delete(rates_sampler.LEASE_KEY)
+        r.delete(RATES_SAMPLER_LEASE_KEY)
 
     def test_bad_interval_is_a_clear_error(self, rates_settings: Any) -> None:
         with pytest.raises(CommandError, match="--interval must be at least 0.1 seconds"):

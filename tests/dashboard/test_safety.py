@@ -722,3 +722,130 @@ class HugePayloadCostTests:
         text, binary = payloads.bytes_text("aé".encode() * 10, limit=4)  # cuts inside é
         assert (text, binary) == ("aéa", False)
         assert "\\x" not in payloads.preview([(b"t", "é".encode() * 1000)])
+
+
+def _reader_post_urls(w: World, job_id: int) -> dict[str, list[str]]:
+    """Every session POST route (ROUTES' "action" kind): a URL aimed at the world, then
+    URLs whose stream, group, entry id, consumer, dead-letter id or job id is malformed,
+    outside the allowlist, or does not exist."""
+    s, g, e, d = _seg(w.stream), _seg(w.group), w.entry_id, w.dlq_id
+    bad_names = [_raw("%00"), _seg("a}b{"), _seg("not-allowed"), _seg(w.stream + "-gone")]
+    bad_ids = [_raw("abc"), _raw("99999999999999999999-0"), "1-1"]
+    urls: dict[str, list[str]] = {
+        "entry-action": [f"/streams/{s}/groups/{g}/entries/{e}/dead-letter/"]
+        + [f"/streams/{n}/groups/{g}/entries/{e}/retry/" for n in bad_names]
+        + [f"/streams/{s}/groups/{n}/entries/{e}/claim/" for n in bad_names]
+        + [f"/streams/{s}/groups/{g}/entries/{i}/acknowledge/" for i in bad_ids],
+        "bulk-action": [f"/streams/{s}/groups/{g}/bulk/retry/"]
+        + [f"/streams/{n}/groups/{g}/bulk/dead-letter/" for n in bad_names]
+        + [f"/streams/{s}/groups/{n}/bulk/acknowledge/" for n in bad_names],
+        "dlq-purge": [f"/streams/{s}/dlq/purge/"] + [f"/streams/{n}/dlq/purge/" for n in bad_names],
+        "dlq-action": [f"/streams/{s}/dlq/{d}/replay/"]
+        + [f"/streams/{n}/dlq/{d}/delete/" for n in bad_names]
+        + [f"/streams/{s}/dlq/{i}/replay/" for i in bad_ids],
+        "dlq-edit-replay": [f"/streams/{s}/dlq/{d}/edit-replay/"]
+        + [f"/streams/{n}/dlq/{d}/edit-replay/" for n in bad_names]
+        + [f"/streams/{s}/dlq/{i}/edit-replay/" for i in bad_ids],
+        "reset-preview": [f"/streams/{s}/groups/{g}/preview/reset-position/"]
+        + [f"/streams/{n}/groups/{g}/preview/reset-position/" for n in bad_names]
+        + [f"/streams/{s}/groups/{n}/preview/reset-position/" for n in bad_names],
+        "trim-preview": [f"/streams/{s}/preview/trim/"]
+        + [f"/streams/{n}/preview/trim/" for n in bad_names],
+        "group-action": [f"/streams/{s}/groups/{g}/do/{a}/" for a in ("pause", "delete-group")]
+        + [f"/streams/{n}/groups/{g}/do/resume/" for n in bad_names]
+        + [f"/streams/{s}/groups/{n}/do/reset-position/" for n in bad_names],
+        "consumer-action": [f"/streams/{s}/groups/{g}/consumers/c/retire/"]
+        + [f"/streams/{n}/groups/{g}/consumers/c/retire/" for n in bad_names]
+        + [f"/streams/{s}/groups/{g}/consumers/{n}/retire/" for n in bad_names],
+        "stream-action": [f"/streams/{s}/do/{a}/" for a in ("trim", "create-group")]
+        + [f"/streams/{n}/do/trim/" for n in bad_names],
+        "redrive-start": [f"/streams/{s}/dlq/redrive/"]
+        + [f"/streams/{n}/dlq/redrive/" for n in bad_names],
+        "redrive-control": [f"/redrive/{job_id}/{a}/" for a in ("pause", "cancel")]
+        + [f"/redrive/{job_id + 1000}/pause/", f"/redrive/{job_id}/explode/"]
+        + [f"/redrive/{_raw(bad)}/resume/" for bad in ("abc", "9" * 30, "-1", "%00")],
+    }
+    assert set(urls) == {name for name, (m, kind) in ROUTES.items() if kind == "action"}
+    return urls
+
+
+def _reader_api_bodies(w: World, job_id: int) -> list[tuple[str, dict[str, Any]]]:
+    """Every token POST route, aimed at the world and with malformed or unknown targets."""
+    bodies: list[tuple[str, dict[str, Any]]] = []
+    for stream in (w.stream, "%00", "a}b{", "not-allowed", w.stream + "-gone", ""):
+        for action, body in (
+            ("retry", {"group": w.group, "id": w.entry_id}),
+            ("dead-letter", {"group": "nope", "id": "abc", "reason": "r"}),
+            ("acknowledge", {"group": w.group, "id": "1-1", "reason": "r"}),
+            ("replay", {"id": w.dlq_id}),
+            ("delete", {"id": "abc"}),
+            ("purge", {"confirm": True, "expected_length": 1}),
+            ("pause", {"group": w.group}),
+            ("trim", {"maxlen": 1}),
+        ):
+            bodies.append((f"/api/v1/actions/{action}", {"stream": stream, **body}))
+        for action in ("retry", "dead-letter"):
+            body = {"stream": stream, "group": w.group, "reason": "r", "snapshot_id": "1-0"}
+            bodies.append((f"/api/v1/bulk/{action}", body))
+        bodies.append(("/api/v1/redrive", {"stream": stream, "confirm": True}))
+    for job in (job_id, job_id + 1000, "abc", "9" * 30, _raw("%00")):
+        for control in ("pause", "cancel", "explode"):
+            bodies.append((f"/api/v1/redrive/{job}/{control}", {}))
+    return bodies
+
+
+class PermissionFirstTests:
+    """A reader (``view_queues`` alone) gets 403 from every action and job route, aimed at
+    the world or at a malformed, refused or missing stream, group, id or job: the
+    permission is decided before the input is looked at, so a denied user learns nothing
+    about what exists, and nothing changes."""
+
+    def test_a_reader_gets_403_from_every_post_route(
+        self, django_user_model: Any, world: World, r: redis.Redis
+    ) -> None:
+        from dashboard.redrive.models import RedriveJob
+
+        job = RedriveJob.objects.create(
+            stream=world.stream, upto_id="9-0", matched=1, rate=1.0, state="paused"
+        )
+        client = _login(django_user_model, superuser=False, codenames=("view_queues",))
+        form = {"reason": "r", "confirm": "1", "snapshot_id": "9-0", "seen_idle_ms": "0"}
+        wrong = []
+        for name, paths in _reader_post_urls(world, job.pk).items():
+            for path in paths:
+                for headers in ({}, {"HX-Request": "true"}):
+                    status = client.post(path, form, headers=headers).status_code
+                    if status != 403:
+                        wrong.append((name, path[:100], headers, status))
+        assert wrong == [], "\n".join(map(str, wrong))
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+        assert r.xlen(stream_keys(world.stream).dlq) == 1
+        job.refresh_from_db()
+        assert job.state == "paused"
+
+    def test_a_readers_token_gets_403_from_every_api_route(
+        self, django_user_model: Any, world: World, r: redis.Redis
+    ) -> None:
+        from dashboard.api_tokens import token_issue
+        from dashboard.redrive.models import RedriveJob
+
+        job = RedriveJob.objects.create(
+            stream=world.stream, upto_id="9-0", matched=1, rate=1.0, state="paused"
+        )
+        reader = django_user_model.objects.create_user("reader", password="pw")
+        reader.user_permissions.add(
+            Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
+        )
+        _, token = token_issue(user=reader, name="tests")
+        client = Client(raise_request_exception=False)
+        headers = {"Authorization": f"Bearer {token}"}
+        wrong = []
+        for path, body in _reader_api_bodies(world, job.pk):
+            response = client.post(
+                path, json.dumps(body), content_type="application/json", headers=headers
+            )
+            if response.status_code != 403:
+                wrong.append((path, body.get("stream", ""), response.status_code))
+        assert wrong == [], "\n".join(map(str, wrong))
+        assert r.xpending(world.stream, world.group)["pending"] == 2
+        assert r.xlen(stream_keys(world.stream).dlq) == 1

@@ -36,6 +36,7 @@ from queue_core.keys import stream_keys
 from tests.queue_core.worker.helpers import wait_until
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisUnavailable
+from tests.servers import started
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Jobs; every FAIL_EVERY-th always fails, so it is dead-lettered (after 2 deliveries).
@@ -46,15 +47,8 @@ WORKERS = 2
 
 @pytest.fixture
 def cluster() -> Iterator[RedisCluster]:
-    instance = RedisCluster()
-    try:
-        instance.start()
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started(RedisCluster(), RedisUnavailable) as instance:
         yield instance
-    finally:
-        instance.cleanup()
 
 
 def _stream_on(cluster: RedisCluster, port: int) -> str:

@@ -1,8 +1,8 @@
-"""Edit & replay with a real worker process (issue 14, "Done means").
+"""Edit & replay with a real worker process.
 
 A poison entry (a negative amount) is dead-lettered by ``manage.py queue_worker``; the
 operator edits its payload on the dashboard and replays it; the worker charges the new
-entry; the dead letter is then settled (deleted) by the dead-letter page's read, and the
+entry; the dead letter is then settled (deleted) by run_jobs's sweep, and the
 audit row still holds the original payload.
 """
 
@@ -21,8 +21,8 @@ from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from dashboard.models import AuditEvent
+from queue_core.edited_replays import edited_replays_sweep
 from queue_core.keys import stream_keys
-from queue_core.scripts.edit_replay import edits_key
 from tests.factories import make_group, make_user
 from tests.integration.test_worker_cli import start_worker, worker_env
 from tests.queue_core.worker.helpers import wait_until
@@ -94,15 +94,14 @@ def test_edited_poison_is_processed_then_settled_and_audit_keeps_the_original(
         timeout=30,
         what="the worker to charge the edited entry",
     )
-    # The page's read settles it once the group has acknowledged the new entry.
-    dlq_page = reverse("dashboard:dlq", args=[stream])
 
+    # The sweep settles it once the group has acknowledged the new entry.
     def settled() -> bool:
-        client.get(dlq_page)
+        edited_replays_sweep(r)
         return r.xlen(dlq) == 0
 
     wait_until(settled, timeout=30, what="the dead letter to be settled")
-    assert not r.exists(edits_key(stream))
+    assert not r.exists(stream_keys(stream).dlq_edits)
     assert r.xpending(stream, "g")["pending"] == 0
     # The audit row keeps the original payload: nothing is lost.
     before = event.state_before["diff"]["changed"]["payload"]["before"]

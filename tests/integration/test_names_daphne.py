@@ -21,6 +21,7 @@ import redis
 from dashboard.converters import MAX_SEGMENT_BYTES, name_problem, name_segment
 from tests.browser.server import LiveServer, ServerFailed
 from tests.factories import make_pending
+from tests.servers import started
 
 pytestmark = pytest.mark.production
 
@@ -75,16 +76,8 @@ class Session:
 
 @pytest.fixture
 def server(redis_url: str, prefix: str) -> Iterator[LiveServer]:
-    live = LiveServer(redis_url=redis_url, streams=prefix + "*")
-    try:
-        live.start()
-    except ServerFailed as exc:
-        live.cleanup()
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started(LiveServer(redis_url=redis_url, streams=prefix + "*"), ServerFailed) as live:
         yield live
-    finally:
-        live.cleanup()
 
 
 class LongestNamesTests:

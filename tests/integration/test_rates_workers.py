@@ -27,8 +27,9 @@ import pytest
 import redis
 
 from dashboard.rates.models import RateSample
-from dashboard.rates.sampler import LEASE_KEY, Sampler
+from dashboard.rates.sampler import Sampler
 from dashboard.rates.series import drain_estimate, series
+from queue_core.keys import RATES_SAMPLER_LEASE_KEY
 from tests.factories import make_group
 from tests.integration.test_worker_cli import worker_env
 from tests.integration.test_worker_fleet import (  # noqa: F401
@@ -187,7 +188,7 @@ def test_two_sampler_processes_one_samples_and_the_other_takes_over(
     )  # fmt: skip
     make_group(r, stream, "g")
     r.xadd(stream, {"n": "1"})
-    r.delete(LEASE_KEY)
+    r.delete(RATES_SAMPLER_LEASE_KEY)
     procs = [
         subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "sample_rates"],
@@ -203,7 +204,7 @@ def test_two_sampler_processes_one_samples_and_the_other_takes_over(
         ticks = _ticks(db, stream)
         gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
         assert min(gaps) >= 0.35, gaps
-        holder = r.get(LEASE_KEY)
+        holder = r.get(RATES_SAMPLER_LEASE_KEY)
         assert holder is not None
         pid = int(holder.decode().split(":")[1])
         victim = next(p for p in procs if p.pid == pid)
@@ -216,11 +217,11 @@ def test_two_sampler_processes_one_samples_and_the_other_takes_over(
         )
         took_over = min(at for at in _ticks(db, stream) if at > killed_at) - killed_at
         assert took_over <= 3 * 0.5 + 0.5 + 0.5, took_over  # lease expiry + a tick + slack
-        new_holder = r.get(LEASE_KEY)
+        new_holder = r.get(RATES_SAMPLER_LEASE_KEY)
         assert new_holder is not None and int(new_holder.decode().split(":")[1]) == other.pid
         other.send_signal(signal.SIGTERM)
         assert other.wait(15) == 0
-        assert r.get(LEASE_KEY) is None  # released on SIGTERM
+        assert r.get(RATES_SAMPLER_LEASE_KEY) is None  # released on SIGTERM
     finally:
         for p in procs:
             if p.poll() is None:

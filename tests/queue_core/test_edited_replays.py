@@ -17,7 +17,6 @@ from queue_core.edited_replays import (
     edited_replays_settle,
 )
 from queue_core.keys import stream_keys
-from queue_core.scripts.edit_replay import edits_key
 from queue_core.services import dlq_delete, dlq_replay, entry_dead_letter
 from queue_core.types import ActionRefused
 
@@ -63,7 +62,7 @@ class RefusalTests:
         with pytest.raises(ActionRefused, match="no longer exists"):
             replay(r, stream, dlq_id)
         assert r.xlen(stream) == length
-        assert not r.exists(edits_key(stream))
+        assert not r.exists(stream_keys(stream).dlq_edits)
         with pytest.raises(ValueError):
             replay(r, stream, "nope")
 
@@ -88,7 +87,7 @@ class RefusalTests:
         with pytest.raises(ActionRefused, match="awaits success"):
             dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
         assert r.xlen(stream) == length and r.xlen(stream_keys(stream).dlq) == 1
-        key = edits_key(stream)
+        key = stream_keys(stream).dlq_edits
         record = json.loads(r.hget(key, dlq_id))
         r.hset(key, dlq_id, json.dumps({**record, "state": "failed"}))
         replayed = dlq_replay(client=r, stream=stream, dlq_id=dlq_id)
@@ -102,7 +101,7 @@ class SettleTests:
         replay(r, stream, dlq_id)
         dlq_delete(client=r, stream=stream, dlq_id=dlq_id)
         assert edited_replays_settle(r, stream) == 1
-        assert not r.exists(edits_key(stream))
+        assert not r.exists(stream_keys(stream).dlq_edits)
 
     def test_acked_by_someone_else_counts_only_for_its_group(
         self, r: redis.Redis, stream: str
@@ -125,7 +124,7 @@ class ClusterTests:
         for stream in (cprefix + "orders", "{" + cprefix + "t}orders"):
             _, dlq_id = dead_letter(rc, stream)
             done = replay(rc, stream, dlq_id)
-            state = json.loads(rc.hget(edits_key(stream), dlq_id) or b"{}")
+            state = json.loads(rc.hget(stream_keys(stream).dlq_edits, dlq_id) or b"{}")
             assert state["new_id"] == done.new_id
             rc.xreadgroup("g", "c", {stream: ">"})
             rc.xack(stream, "g", done.new_id)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+import queue_core.scripts
 from queue_core.bulk import bulk_retry
 from queue_core.scripts import ACKNOWLEDGE, RETRY, Refusal, calls_pipelined
+from queue_core.scripts.binding import script_source
 from queue_core.types import Acknowledged, ActionRefused, Retried, TooManyFields
 from tests.factories import make_pending
 from tests.redis_server import RedisServer
@@ -108,3 +112,23 @@ class CallsPipelinedTests:
         own.script_flush()
         result = bulk_retry(client=own, stream="s", group="g", snapshot_id=ids[-1], ids=ids)
         assert result.done == tuple(ids)
+
+
+class PreludeTests:
+    """The helpers several scripts use are written once, in prelude.lua (the scripts that
+    use them are tested by behaviour in test_admin.py)."""
+
+    SCRIPTS = sorted(
+        p for p in (Path(queue_core.scripts.__file__).parent).glob("*.lua") if p.stem != "prelude"
+    )
+
+    def test_each_script_runs_behind_the_prelude_and_opens_with_its_header(self) -> None:
+        prelude = (self.SCRIPTS[0].parent / "prelude.lua").read_text()
+        helpers = re.findall(r"^local function (\w+)", prelude, re.MULTILINE)
+        assert helpers == ["map", "numcmp", "idcmp", "group_of"]
+        for path in self.SCRIPTS:
+            own = path.read_text()
+            assert script_source(path.stem).decode() == prelude + own
+            assert own.startswith("-- ") and "-- returns" in own, path.name
+            for name in helpers:
+                assert f"local function {name}(" not in own, (path.name, name)

@@ -36,9 +36,6 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.sessions.backends.cached_db import KEY_PREFIX as SESSION_CACHE_PREFIX
-from django.contrib.sessions.models import Session
-from django.core.cache import caches
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 
@@ -51,6 +48,7 @@ from dashboard.redrive import runner as redrive_runner
 from dashboard.serve import server_argv
 from dashboard.stop_signals import set_on_signals
 from queue_core.connection import Client, connect
+from queue_core.edited_replays import edited_replays_sweeper
 from queue_core.keys import stream_keys
 from queue_core.worker import worker_argv
 
@@ -87,15 +85,10 @@ def demo_keys() -> list[str]:
 
 @dataclass
 class DemoKeys:
-    """What the demo may delete on exit: what did not exist when it started.
-
-    ``existed``: which of ``demo_keys()`` were there (one pipelined EXISTS each);
-    ``sessions``: the session keys already in the database, whose cache entries a real
-    deployment sharing this Redis and database may be using.
-    """
+    """What the demo may delete on exit: the ``demo_keys()`` that did not exist when it
+    started (one pipelined EXISTS each)."""
 
     existed: set[str]
-    sessions: set[str]
 
     @classmethod
     def snapshot(cls, client: Client) -> DemoKeys:
@@ -103,27 +96,12 @@ class DemoKeys:
         pipe = client.pipeline(transaction=False)
         for key in keys:
             pipe.exists(key)
-        found = {key for key, n in zip(keys, pipe.execute(), strict=True) if n}
-        return cls(existed=found, sessions=set(_session_keys()))
+        return cls(existed={key for key, n in zip(keys, pipe.execute(), strict=True) if n})
 
     def delete_created(self, client: Client) -> int:
-        """Delete the demo keys and session cache entries created since the snapshot.
-
-        One DEL per key (a cluster routes each by its slot), one cache DELETE of the new
-        sessions. Returns how many Redis keys were deleted.
-        """
-        deleted = sum(int(client.delete(k)) for k in demo_keys() if k not in self.existed)
-        new_sessions = [k for k in _session_keys() if k not in self.sessions]
-        if new_sessions:
-            try:
-                caches["sessions"].delete_many([SESSION_CACHE_PREFIX + k for k in new_sessions])
-            except Exception as exc:  # a cache that is away holds nothing to delete
-                log.warning("could not delete the demo's cached sessions: %s", exc)
-        return deleted
-
-
-def _session_keys() -> list[str]:
-    return list(Session.objects.values_list("session_key", flat=True))
+        """Delete the demo keys created since the snapshot: one DEL per key (a cluster
+        routes each by its slot). Returns how many were deleted."""
+        return sum(int(client.delete(k)) for k in demo_keys() if k not in self.existed)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -251,8 +229,13 @@ class Command(BaseCommand):
                 target=_ingest, args=(server.url, ingest_stop), name="demo-ingest", daemon=True
             )
             ingest.start()
-            # Redrive jobs (issue 14) run on a thread here, not a run_jobs process.
+            # Redrive jobs and the edited-replay sweep run on threads here, not a
+            # run_jobs process.
             jobs = redrive_runner.start_thread(client, jobs_stop)
+            threading.Thread(
+                target=edited_replays_sweeper, args=(lambda: client, jobs_stop),
+                name="demo-edited-replays", daemon=True,
+            ).start()  # fmt: skip
             self._wait_until_serving(supervisor, host, port, stop)
             if stop.is_set():
                 return

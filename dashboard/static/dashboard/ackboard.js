@@ -11,11 +11,28 @@
 //                       row cannot close the dialog under the operator.
 // - [data-close-dialog] Cancel: closes its dialog. Any dialog that closes (Cancel, Escape,
 //                       or its form's request done) unticks its box and has live.js re-check.
+// - dialog#row-dialog-* a shared dialog (one for every row: row_actions.js, fleet.js fill
+//                       it and set its form's action for the row it was opened from):
+//                       htmx posts to that action, not to the hx-post it read at load
+//                       (the URLs' common prefix). In one place, for every page.
 // - [data-clear="sel"]  empties the nearest ancestor matching sel (the bulk result's Cancel).
+// - #messages .flash    each result message in the toast (ackboard.css) gets a Dismiss
+//                       button ([data-dismiss]), whoever put it there: the page's own
+//                       flash, an action's out-of-band answer, a 503 banner. It stays until
+//                       dismissed or replaced by the next answer (no timer: a message read
+//                       slowly is not lost).
+// - .bulk-result        a dry run's card (bulk, Trim, Reset position), swapped in under its
+//                       form: scrolled into view when it lands outside it, so what it
+//                       counts and its Confirm are where the operator is looking.
 // - [data-swap-4xx]     requests from inside it show 4xx answers: a refusal that says why
 //                       (the global htmx-config in base.html swaps no 4xx).
 // - [data-bulk-scope]   the bulk bar posts the pending table's current snapshot and filter,
 //                       which live updates and the filter form change after the page loaded.
+// - details.row-menu    a table row's actions menu: one is open at a time; a click outside
+//                       it, Escape, or a click on one of its buttons closes it. live.js
+//                       holds a push into a region while a menu in it is open.
+// - td.clip             a table cell cut to one line: a click (not on a link, button or
+//                       disclosure in it) shows it whole, another cuts it again.
 // - [data-since]        a time since an instant (ms since the epoch): written here as
 //                       "[data-prefix ]3 min 20 s[ ago]" (with data-ago), the same two units
 //                       as the server's human_ms, and kept current every second and after
@@ -32,9 +49,30 @@
   // A "change" on the document makes live.js re-check whether anything holds updates.
   const recheckLive = () => document.dispatchEvent(new Event("change"));
 
+  const closeMenus = (except) => {
+    for (const menu of document.querySelectorAll("details.row-menu[open]")) {
+      if (menu !== except) menu.open = false;
+    }
+  };
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeMenus(null);
+  });
+
   document.addEventListener("click", (event) => {
     const target = event.target instanceof Element ? event.target : null;
     if (!target) return;
+
+    const menu = target.closest("details.row-menu");
+    closeMenus(menu);
+    // After the button's own action (a submit, a dialog) has started.
+    if (menu && target.closest("button")) setTimeout(() => { menu.open = false; }, 0);
+
+    const clip = target.closest("td.clip");
+    if (clip && !target.closest("a, button, summary, input, details")
+        && !window.getSelection()?.toString()) {
+      clip.classList.toggle("clip-open");
+      return;
+    }
 
     const copy = target.closest("[data-copy]");
     if (copy) {
@@ -62,8 +100,27 @@
     }
 
     const clearer = target.closest("[data-clear]");
-    if (clearer) clearer.closest(clearer.dataset.clear)?.replaceChildren();
+    if (clearer) {
+      clearer.closest(clearer.dataset.clear)?.replaceChildren();
+      return;
+    }
+
+    const dismiss = target.closest("#messages [data-dismiss]");
+    if (dismiss) dismiss.closest(".flash")?.remove();
   });
+
+  const addDismissButtons = () => {
+    for (const flash of document.querySelectorAll("#messages .flash")) {
+      if (flash.querySelector(":scope > [data-dismiss]")) continue;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "dismiss";
+      button.dataset.dismiss = "";
+      button.setAttribute("aria-label", "Dismiss message");
+      button.textContent = "\u00d7";
+      flash.append(button);
+    }
+  };
 
   // "close" does not bubble: listen in the capture phase.
   document.addEventListener("close", (event) => {
@@ -80,6 +137,19 @@
   document.addEventListener("htmx:afterRequest", (event) => {
     const dialog = event.target instanceof Element ? event.target.closest("dialog") : null;
     if (dialog?.open) dialog.close();
+  });
+
+  document.addEventListener("htmx:configRequest", (event) => {
+    const elt = event.target instanceof Element ? event.target : null;
+    const form = elt?.closest('dialog[id^="row-dialog-"] form');
+    if (form) event.detail.path = form.getAttribute("action");
+  });
+
+  // htmx:afterSettle fires on the swapped-in element itself (also for an outerHTML swap).
+  document.addEventListener("htmx:afterSettle", (event) => {
+    const card = event.target instanceof Element ? event.target : null;
+    if (!card?.isConnected || !card.matches(".bulk-result") || !card.childElementCount) return;
+    card.scrollIntoView({ block: "nearest" });
   });
 
   document.addEventListener("htmx:beforeSwap", (event) => {
@@ -126,11 +196,12 @@
   const queueTimes = () => {
     if (queued) return;
     queued = true;
-    requestAnimationFrame(() => { queued = false; writeTimes(); });
+    requestAnimationFrame(() => { queued = false; writeTimes(); addDismissButtons(); });
   };
   writeTimes();
+  addDismissButtons();
   setInterval(writeTimes, 1_000);
-  // Swapped-in rows (htmx requests, live pushes): written before they are painted.
+  // Swapped-in rows (htmx requests, live pushes) and messages: done before they are painted.
   new MutationObserver(queueTimes).observe(document.body, { childList: true, subtree: true });
 
   document.addEventListener("htmx:configRequest", (event) => {

@@ -14,6 +14,8 @@
 // it to the existing charts (uPlot setData) and drops what fell out of the range: no
 // reload, no new chart. Operator actions from the audit trail are drawn as dashed
 // vertical lines and listed under the charts, so cause and effect line up.
+// Each chart's legend shows the latest values until the pointer is over a chart (then the
+// values under it), and again when it leaves.
 //
 // No inline script or style: the Content-Security-Policy forbids them, and uPlot sets
 // styles through the CSSOM only.
@@ -46,6 +48,28 @@
     const d = new Date(t * 1000);
     return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
   };
+
+  // The legend shows the latest values, not uPlot's "--", whenever the cursor is not over
+  // a chart (on load, after a live point, when the pointer leaves): for each series its
+  // last known value (a gap at the end shows the value before it), with that point's time.
+  function showLatest(u) {
+    const idxs = u.data.map((column) => {
+      for (let i = column.length - 1; i >= 0; i -= 1) if (column[i] !== null) return i;
+      return null;
+    });
+    idxs[0] = u.data[0].length ? u.data[0].length - 1 : null;
+    if (idxs[0] !== null) u.setLegend({ idxs });
+  }
+
+  function latestLegendPlugin() {
+    return {
+      hooks: {
+        ready: [showLatest],
+        setData: [(u) => { if (u.cursor.idx == null) showLatest(u); }],
+        setLegend: [(u) => { if (u.legend.idx == null) showLatest(u); }],
+      },
+    };
+  }
 
   // Dashed vertical lines at the operator actions' times, on every panel.
   function markersPlugin(chart) {
@@ -185,7 +209,7 @@
             ...shown.map(([, label, stroke]) => ({ label, stroke, width: 1.5, spanGaps: false })),
           ],
           axes: [{}, { size: 56 }],
-          plugins: [markersPlugin(this)],
+          plugins: [markersPlugin(this), latestLegendPlugin()],
         };
         const plot = new uPlot(opts, this.columns(keys), box);
         this.sync.sub(plot);

@@ -4,7 +4,7 @@
 // URL its Retire posts to (data-url, written by the server: the consumer's name encoded
 // as page URLs encode it). A click opens the one shared Retire dialog
 // (#row-dialog-<data-consumer-dialog>), filled from the button:
-// - its form's action is the button's URL (row_actions.js points htmx at a shared
+// - its form's action is the button's URL (ackboard.js points htmx at a shared
 //   dialog's form action, as for the pending rows' dialogs);
 // - its text names the consumer ([data-fill="consumer"]: textContent, never HTML);
 // - the consumer being retired cannot be the one its entries are handed to: that option

@@ -8,6 +8,8 @@
 // - while the tab is hidden;
 // - for a region the page marks data-live="off" (a filtered or deeper page of a table:
 //   the server only pushes the default first page, which must not overwrite it);
+// - for a region with an open row actions menu (details.row-menu[open]): the push would
+//   close it under the operator's pointer; it applies when the menu closes;
 // - for a region an htmx request of the page is about to replace (a filter, a pager):
 //   a push swapped in meanwhile would detach the request's target, and its newer answer
 //   (the filtered table) would land in a detached element and never show.
@@ -72,7 +74,7 @@
   function swapIn(id, html) {
     const current = document.getElementById(id);
     if (!current || current.dataset.live === "off") return;
-    if (awaited(current)) {
+    if (awaited(current) || current.querySelector("details.row-menu[open]")) {
       held.set(id, html); // dropped if the request's answer replaces the region
       return;
     }
@@ -163,6 +165,11 @@
   document.addEventListener("htmx:wsClose", setSocket("closed"));
   document.addEventListener("htmx:wsError", setSocket("closed"));
   document.addEventListener("change", recheck);
+  // "toggle" does not bubble: a row menu that closed lets what it held apply.
+  document.addEventListener("toggle", (event) => {
+    const menu = event.target;
+    if (menu instanceof HTMLDetailsElement && menu.matches(".row-menu") && !menu.open) resume();
+  }, true);
   // "Select all" may tick boxes from script, which fires no change event.
   document.addEventListener("click", () => setTimeout(recheck, 0));
   document.addEventListener("visibilitychange", recheck);

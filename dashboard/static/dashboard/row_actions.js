@@ -3,11 +3,12 @@
 // Each pending row carries what its actions need as data- attributes (data-consumer,
 // data-delivered: when it was last delivered, ms since the epoch, rounded up to the
 // second; data-deliveries; the entry id is in the row's id, "pending-<id>"), and
-// its Claim / Dead-letter / Acknowledge buttons say which dialog they want
+// its Claim / Dead-letter / Acknowledge buttons (in the row's actions menu,
+// details.row-menu, which ackboard.js closes after a click) say which dialog they want
 // (data-row-dialog="claim"). Without JavaScript those buttons submit the empty GET form
 // #row-open to the entry's page; here a click opens #row-dialog-<action> instead:
 // - the dialog's form posts to <action prefix><id>/<action>/ (its hx-post is only the
-//   prefix; htmx:configRequest below takes the form's action), with the consumer, idle
+//   prefix; ackboard.js points htmx at the form's action), with the consumer, idle
 //   time (now, by the server's clock: ackboard.js's ackboardNow(), which never runs
 //   ahead of it) and deliveries the operator saw, so a claim still refuses an entry a
 //   worker touched since ("changed since you looked");
@@ -17,7 +18,8 @@
 //   closes), so live updates hold while it is open.
 // No inline script and no eval (the Content-Security-Policy forbids both). Retry needs no
 // dialog: it is a submit button of the shared #row-retry form, which htmx posts with the
-// button's formaction, name and value.
+// button's formaction, name and value (it honours them for a button outside its form only
+// when the button says type="submit": ackboard_rows.py writes it).
 (() => {
   "use strict";
 
@@ -67,10 +69,4 @@
     dialog.showModal();
   });
 
-  // The shared dialogs' forms post to the row they were opened for.
-  document.addEventListener("htmx:configRequest", (event) => {
-    const elt = event.target instanceof Element ? event.target : null;
-    const form = elt?.closest('dialog[id^="row-dialog-"] form');
-    if (form) event.detail.path = form.getAttribute("action");
-  });
 })();

@@ -26,6 +26,7 @@ from tests.dashboard.live.sockets import CookieFor, live_socket, receive_until
 from tests.factories import add_entries, make_pending
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisUnavailable
+from tests.servers import started
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,15 +140,8 @@ class ClusterEventTests:
 
 @pytest.fixture
 def own_cluster() -> Iterator[RedisCluster]:
-    instance = RedisCluster()
-    try:
-        instance.start()
-    except RedisUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started(RedisCluster(), RedisUnavailable) as instance:
         yield instance
-    finally:
-        instance.cleanup()
 
 
 class SubscriptionFailoverTests:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
@@ -28,7 +28,6 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from dashboard import sessions
 from dashboard.live import broadcaster as broadcaster_module
 from dashboard.live import session
 from dashboard.live.broadcaster import Broadcaster
@@ -65,32 +64,8 @@ def _pairs(*users: User) -> list[tuple[str, Any]]:
     return [(_login(u), u.pk) for u in users]
 
 
-@pytest.fixture(params=["db", "cached_db"])
-def engine(
-    request: pytest.FixtureRequest, settings: Any, redis_url: str, prefix: str
-) -> Iterator[str]:
-    """Database sessions, and the production engine (dashboard.sessions: cached_db with
-    its cache on the private Redis, as tests/dashboard/test_sessions.py sets it up)."""
-    if request.param == "db":
-        settings.SESSION_ENGINE = "django.contrib.sessions.backends.db"
-    else:
-        sessions._known.clear()
-        settings.CACHES = {
-            "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-            "sessions": {
-                "BACKEND": "django.core.cache.backends.redis.RedisCache",
-                "LOCATION": redis_url,
-                "KEY_PREFIX": prefix + "sessions",
-            },
-        }
-        settings.SESSION_ENGINE = "dashboard.sessions"
-        settings.SESSION_CACHE_ALIAS = "sessions"
-    yield request.param
-    sessions._known.clear()
-
-
 class BatchedCheckTests:
-    def test_answers_like_the_per_session_rule(self, engine: str, settings: Any) -> None:
+    def test_answers_like_the_per_session_rule(self, settings: Any) -> None:
         operator = _user("operator", "view_queues", "dead_letter_entry")
         crew = Group.objects.create(name="crew")
         crew.permissions.add(_perm("view_queues"), _perm("retry_entry"))
@@ -109,7 +84,7 @@ class BatchedCheckTests:
         inactive.save()
         moved.set_password("a new password")
         moved.save()
-        # e.g. an admin clearing it, or its expiry: the engine's own delete (row and cache)
+        # e.g. an admin clearing it, or its expiry: the engine's own delete
         import_module(settings.SESSION_ENGINE).SessionStore().delete(ended[3][0])
         assert not Session.objects.filter(session_key=ended[3][0]).exists()
         wrong_user = (pairs[0][0], member.pk)  # a session of someone else
@@ -132,7 +107,14 @@ class BatchedCheckTests:
         assert [batched[p] for p in ended] == [session.CLOSE_LOGIN] * 4
         assert batched[wrong_user] == batched[unknown] == session.CLOSE_LOGIN
 
-    def test_costs_the_same_queries_for_3_or_30_sessions(self, engine: str) -> None:
+    def test_a_deleted_row_ends_the_socket(self) -> None:
+        """A logout deletes the session's row: its sockets close at the next re-check."""
+        user = _user("left", "view_queues")
+        (pair,) = _pairs(user)
+        Session.objects.filter(session_key=pair[0]).delete()  # the row alone
+        assert session.sessions_perms(sockets=[pair]) == {pair: session.CLOSE_LOGIN}
+
+    def test_costs_the_same_queries_for_3_or_30_sessions(self) -> None:
         def queries(n: int) -> int:
             users = [_user(f"u{n}-{i}", "view_queues") for i in range(n)]
             pairs = _pairs(*users)

@@ -3,6 +3,8 @@ cannot stop the broadcaster's pushes to everyone else."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import redis
 
@@ -45,6 +47,21 @@ class SocketAuthEveryRouteTests:
             anon = live_socket(path, SITE_HEADERS)
             assert await close_code(anon) == 4401, kind
             assert await close_code(live_socket(path, nobody)) == 4403, kind
+        assert broadcaster.sockets() == 0
+
+
+class UnroutedSocketTests:
+    @pytest.mark.parametrize(
+        "path", ["/ws/", "/ws/nope/", "/ws/streams/", "/ws/streams/a/b/c/d/e/", "/", "/nope"]
+    )
+    async def test_a_path_no_surface_serves_is_closed_quietly(
+        self, broadcaster: Broadcaster, caplog: pytest.LogCaptureFixture, path: str
+    ) -> None:
+        """Anonymous, same-site Origin: closed with 4404 (Channels' router would raise "No
+        route found", a 500 and a traceback per handshake), and nothing is logged."""
+        with caplog.at_level(logging.DEBUG):
+            assert await close_code(live_socket(path, SITE_HEADERS)) == 4404
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
         assert broadcaster.sockets() == 0
 
 

@@ -12,13 +12,26 @@ Normalization rules (``message_normalize``), applied in this order:
    the same as a short one, and two messages that differ only after that share a cause.
 2. Quoted values (``'…'``, ``"…"`` or backticks, one line, at most 200 characters
    inside) become ``'<v>'``: a key name, a payload value, a path.
-3. UUIDs become ``<v>``.
-4. Every word (ASCII letters, digits, ``_``) holding a digit becomes ``<v>``: numbers
+3. A URL's query string and fragment become ``?<v>``
+   (``https://api.example/users?id=7&t=x`` -> ``https://api.example/users?<v>``):
+   they name one request; the scheme, host and path say which service failed.
+4. E-mail addresses become ``<v>`` (``550 mailbox unavailable: ann@example.invalid``):
+   one address is one entity, not one cause.
+5. UUIDs become ``<v>``.
+6. IP addresses become ``<v>``, with their port: IPv4 (``10.0.0.7:5432``) and IPv6
+   (``2001:db8::1``, ``[fe80::1]:443``; a run of hex groups and colons with at least
+   two colons and a digit, so ``Foo::bar`` and ``12:30`` are left to the other rules).
+7. Every word (ASCII letters, digits, ``_``) holding a digit becomes ``<v>``: numbers
    (``42``, each part of ``3.14``), stream ids (``1700000000000-0`` -> ``<v>-<v>``),
    ``0x`` hex, ``user1234``, ``v2``.
-5. Every word of 8 or more hex digits becomes ``<v>`` (``deadbeef``, a SHA).
-6. Runs of whitespace become one space; the ends are trimmed; the result is cut to
+8. Every word of 8 or more hex digits becomes ``<v>`` (``deadbeef``, a SHA).
+9. Runs of whitespace become one space; the ends are trimmed; the result is cut to
    ``NORMALIZED_CAP`` (300) characters.
+
+``NORMALIZATION_VERSION`` names these rules. A change to them changes the fingerprints
+of stored failures too: it comes with a data migration that re-fingerprints the rows
+whose stored fingerprint differs (``dashboard.failure_index.backfill``), so old and new
+attempts of one cause keep sharing it.
 
 The top frame (``top_frame``) is the innermost ``File "…", line N, in f`` of the
 traceback's last exception whose file is not the standard library, an installed package
@@ -47,8 +60,24 @@ TRACEBACK_TAIL = 8000
 FINGERPRINT_LENGTH = 16
 #: What a removed value becomes.
 VALUE = "<v>"
+#: The rules above: raised whenever a change to them changes some fingerprint.
+NORMALIZATION_VERSION = 2
 
 _QUOTED = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`")
+# The query and fragment of a URL: scheme://, then no space, quote or bracket.
+_URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s?#'\"<>]*)[?#][^\s'\"<>]*")
+_EMAIL = re.compile(
+    r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+",
+    re.ASCII,
+)
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?![\w.])", re.ASCII)
+# Hex groups and colons, with "::" or seven colons; checked for a digit by _ipv6 (so
+# C++-style names and plain words are not addresses). An optional [..]:port around it.
+_IPV6 = re.compile(
+    r"(?<![\w:])\[?(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?:\]:\d{1,5}|\])?(?![\w:])",
+    re.ASCII,
+)
 _UUID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
@@ -68,11 +97,24 @@ _CHAIN = (
 _NOT_OWN = ("/site-packages/", "/dist-packages/", "/queue_core/", "/lib/python3", "\\lib\\")
 
 
+def _ipv6(match: re.Match[str]) -> str:
+    found = match.group(0)
+    core = found.strip("[]").split("]:")[0]
+    if ("::" in core or core.count(":") == 7) and any(c.isdigit() for c in core):
+        return VALUE
+    return found
+
+
 def message_normalize(message: str) -> str:
-    """``message`` with its values removed, per the module's rules 1-6. Pure."""
+    """``message`` with its values removed, per the module's rules 1-9. Pure."""
     text = message[:NORMALIZE_CHARS]
     text = _QUOTED.sub("'" + VALUE + "'", text)
+    text = _URL_QUERY.sub(r"\1?" + VALUE, text)
+    text = _EMAIL.sub(VALUE, text)
     text = _UUID.sub(VALUE, text)
+    text = _IPV4.sub(VALUE, text)
+    if "::" in text or text.count(":") >= 7:  # the IPv6 pass only where one may be
+        text = _IPV6.sub(_ipv6, text)
     text = _VALUE_WORD.sub(VALUE, text)
     text = _SPACE.sub(" ", text).strip()
     return text[:NORMALIZED_CAP]

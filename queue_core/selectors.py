@@ -42,6 +42,7 @@ from queue_core.types import (
     ConsumerInfo,
     DeadLetterPage,
     DeadLetterRow,
+    DeadLettersFound,
     EntryDetail,
     EntryGroupState,
     EntryPage,
@@ -76,6 +77,13 @@ DLQ_PAGE_SIZE = 50
 IDLE_SCAN_WINDOW = 2_000
 #: Most PEL rows one idle-filtered request reads before it stops and offers "continue".
 IDLE_SCAN_BUDGET = 20_000
+#: The entry page tells a dead-lettered entry from an acknowledged one by reading the
+#: dead letters moved after it (``entry_dead_letters``): at most this many, and about
+#: this many bytes of them, in chunks of ``ENTRY_DLQ_FIRST`` growing to ``ENTRY_DLQ_CHUNK``.
+ENTRY_DLQ_BUDGET = 1_000
+ENTRY_DLQ_BYTES = 4_000_000
+ENTRY_DLQ_FIRST = 20
+ENTRY_DLQ_CHUNK = 250
 #: Keys SCAN examines per call during discovery (one round trip per this many keys).
 SCAN_COUNT = 2_000
 #: XLEN of a name that is never a key answers 0: used for a cross-slot stream's companions.
@@ -1066,6 +1074,72 @@ def dead_letter_fetch(*, client: Client, stream: str, dlq_id: str) -> DeadLetter
     except redis.ResponseError:
         return None
     return _dead_letter_row(found[0]) if found else None
+
+
+def entry_dead_letters(
+    *,
+    client: Client,
+    stream: str,
+    entry_id: str,
+    since_ms: int,
+    groups: Sequence[str] = (),
+    budget: int = ENTRY_DLQ_BUDGET,
+    byte_budget: int = ENTRY_DLQ_BYTES,
+) -> DeadLettersFound | None:
+    """The dead letters of entry ``entry_id`` (by their origin id), looking only at those
+    added to ``{S}:dlq`` at or after ``since_ms``, oldest first: ``XRANGE dlq since + COUNT
+    c`` a chunk at a time (each O(log n + c), so Redis serves others between chunks), at
+    most ``budget`` dead letters and about ``byte_budget`` bytes of them. With ``groups``
+    it stops once each of them has a dead letter of the entry. The chunks start small
+    (``ENTRY_DLQ_FIRST``) and grow only while the dead letters read are small, so a DLQ of
+    huge payloads costs a few of them, not a chunk of them. Round trips: one per chunk,
+    usually one (the caller starts the walk just before the move). Measured
+    (``benchmarks/entry_dead_letters.py``, 2-core machine, Redis 7.0, 100,000 dead
+    letters of 1 KB): the worst case, 1,000 read without a match, costs about 0.5 ms of
+    Redis over 5 round trips, its longest command 0.2 ms, 3-6 ms of wall time; of 100 KB
+    dead letters it stops at 40 (4 MB), 0.2 ms of Redis. ``complete`` says whether a
+    later dead letter may have been missed.
+
+    A dead letter's id is stamped by Redis when the entry is moved, so it is never older
+    than the entry's own (Redis-stamped) id nor than the failure that led to the move;
+    the caller passes the latest instant it knows the move came after. None when
+    ``stream`` cannot have companions (its name cannot share a slot with them).
+    """
+    companions = _companions(stream)
+    if companions is None:
+        return None
+    dlq = companions[0]
+    origin_key, group_key = _META["origin-id"], _META["origin-group"]
+    want = set(groups)
+    found: list[tuple[str, str]] = []
+    start, scanned, spent, chunk, last = f"{max(0, since_ms)}-0", 0, 0, ENTRY_DLQ_FIRST, None
+    while scanned < budget and spent < byte_budget:
+        count = min(chunk, budget - scanned)
+        try:
+            items: list[Any] = client.xrange(dlq, min=start, max="+", count=count) or []
+        except redis.ResponseError:  # not a stream: it holds no dead letters
+            return DeadLettersFound(found=(), scanned=scanned, complete=True)
+        size = 0
+        for item_id, fields in items:
+            fields = fields or {}
+            size += sum(len(k) + len(v) for k, v in fields.items())
+            if fields.get(origin_key) == entry_id.encode():
+                group = _text(fields.get(group_key))
+                found.append((group, _text(item_id)))
+                want.discard(group)
+        scanned += len(items)
+        spent += size
+        if items:
+            last = _text(items[-1][0])
+        if len(items) < count:
+            return DeadLettersFound(tuple(found), scanned, complete=True, last_id=last)
+        if groups and not want:
+            return DeadLettersFound(tuple(found), scanned, complete=True, last_id=last)
+        start = _id_after(last or start)
+        # Grow the chunk while the dead letters are small: ~4 chunks fill the byte budget.
+        per = max(1, size // max(1, len(items)))
+        chunk = max(ENTRY_DLQ_FIRST, min(ENTRY_DLQ_CHUNK, byte_budget // (4 * per)))
+    return DeadLettersFound(tuple(found), scanned, complete=False, last_id=last)
 
 
 # --- the rates sampler's counters -------------------------------------------------------

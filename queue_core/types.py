@@ -386,6 +386,25 @@ class DeadLetterRow:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadLettersFound:
+    """The dead letters of one entry found by a bounded walk of ``{S}:dlq``
+    (``selectors.entry_dead_letters``): ``found`` holds (origin group, dead-letter id)
+    pairs, oldest first. ``complete`` is True when the walk reached the end of the
+    dead-letter stream or found one for every group asked about; else only ``scanned``
+    dead letters, up to ``last_id``, were read and a later one may exist."""
+
+    found: tuple[tuple[str, str], ...]
+    scanned: int
+    complete: bool
+    last_id: str | None = None
+
+    def in_group(self, group: str) -> str | None:
+        """The newest dead letter of the entry from ``group`` (None: none found)."""
+        ids = [dlq_id for g, dlq_id in self.found if g == group]
+        return ids[-1] if ids else None
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterPage:
     """Newest-first page of a stream's dead-letter stream; ``next_before`` pages on."""
 

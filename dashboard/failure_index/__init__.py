@@ -38,6 +38,8 @@ from dashboard.failure_index.ingestor import (
 )
 from dashboard.failure_index.queries import (
     failure_history,
+    failures_count_by_group,
+    failures_count_capped,
     failures_count_since,
     last_failures,
     last_fingerprints,
@@ -76,6 +78,8 @@ __all__ = [
     "failure_record_parse",
     "failure_search",
     "failure_sources_discover",
+    "failures_count_by_group",
+    "failures_count_capped",
     "failures_count_since",
     "failures_ingest",
     "failures_ingest_loop",

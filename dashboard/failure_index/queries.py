@@ -1,8 +1,9 @@
 """The failure index reads other pages use: latest failure per entry, history, counts.
 
 Owns the small queries behind the group page's "last failure" column, the entry page's
-attempt history, the overview's failures per hour, and the current cause (fingerprint of
-the last failure) of pending entries, which the by-cause view and its bulk scope use.
+attempt history, failures in the last hour (per group, for the health verdict,
+``dashboard.health``), and the current cause (fingerprint of the last failure) of
+pending entries, which the by-cause view and its bulk scope use.
 Each is one indexed SQL query (per 500 ids); none touches Redis or writes.
 
 ``last_failures`` runs on every group page and every push of its pending table, so it is
@@ -98,3 +99,35 @@ def failures_count_since(*, streams: Sequence[str], since: datetime) -> dict[str
     )
     counts.update(dict(rows))
     return counts
+
+
+def failures_count_by_group(
+    *, streams: Sequence[str], since: datetime
+) -> dict[tuple[str, str], int]:
+    """Failures per (stream, group) at or after ``since``; pairs with none are left out.
+
+    One grouped query on the ``(stream, group, failed_at)`` index: the overview's health
+    (``dashboard.health``, per group) and, summed, its failures column.
+    """
+    if not streams:
+        return {}
+    rows = (
+        IndexedFailure.objects.filter(stream__in=list(dict.fromkeys(streams)), failed_at__gte=since)
+        .order_by()
+        .values("stream", "group")
+        .annotate(n=Count("id"))
+        .values_list("stream", "group", "n")
+    )
+    return {(stream, group): n for stream, group, n in rows}
+
+
+def failures_count_capped(*, stream: str, group: str, since: datetime, cap: int) -> int:
+    """Failures of ``group`` at or after ``since``, counted up to ``cap`` (the group page's
+    health needs to know only whether the "failing" mark is reached): one query reading
+    at most ``cap`` entries of the ``(stream, group, failed_at)`` index, however many
+    failures the hour holds."""
+    return (
+        IndexedFailure.objects.filter(stream=stream, group=group, failed_at__gte=since)
+        .order_by()[:cap]
+        .count()
+    )

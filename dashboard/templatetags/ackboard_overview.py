@@ -1,4 +1,5 @@
-"""The overview's stream rows: ``{% overview_rows rows %}``.
+"""The overview's stream rows, ``{% overview_rows rows %}``, and the health badge,
+``{% verdict_badge verdict %}``.
 
 Owns the markup of one overview row. Through the template engine a row cost about 40
 node renders (names, links, filters, the health lines): most of the page's time, about
@@ -6,6 +7,8 @@ node renders (names, links, filters, the health lines): most of the page's time,
 escaped once, and the URL prefixes are reversed once per table, so a 50-row page renders
 in a few ms. The table around the rows stays in ``templates/dashboard/overview.html``
 (partial ``stream-table``), which the page, its htmx swap and its live push all render.
+The badge is ``dashboard.health.verdict_html`` in a row and in ``verdict_badge`` (the group
+page's), so both pages show a verdict and its reason with the same markup.
 
 Every value put into the markup goes through ``html.escape`` (what Django's ``escape``
 does, without its lazy-string wrapper, which costs more than the escaping). Never touches
@@ -24,6 +27,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from dashboard.converters import name_problem, name_segment
+from dashboard.health import BAD, verdict_html
 from dashboard.templatetags.ackboard import age_span
 from dashboard.templatetags.ackboard_rates import overview_lag_extra
 
@@ -32,7 +36,7 @@ register = template.Library()
 _ROW = (
     '<tr id="stream-row-{n}">\n'
     '          <td class="name">{name_cell}</td>\n'
-    '          <td><span class="badge {level}" title="{reasons}">{label}</span>\n'
+    "          <td>{verdict}\n"
     "            {flagged}</td>\n"
     '          <td class="num">{length}</td>\n'
     '          <td class="num hide-sm">{groups}</td>\n'
@@ -85,17 +89,17 @@ def overview_rows(rows: Iterable[Any], drains: Mapping[str, Any] | None = None) 
             dlq = str(s.dlq_length)
             if s.dlq_length:
                 dlq = f'<a href="{escape(_url(dlq_url, s.name))}">{s.dlq_length}</a>'
+        # The red groups, each on its own line (the badge is the worst one's verdict).
         flagged = "".join(
-            _FLAGGED.format(group=escape(_short(g.group, 40)), state=escape(g.state))
-            for g in row.liveness.flagged
+            _FLAGGED.format(group=escape(_short(group, 40)), state=escape(v.label))
+            for group, v in row.health.flagged
+            if v.level == BAD
         )
         out.append(
             _ROW.format(
                 n=n,
                 name_cell=name_cell,
-                level=escape(row.health.level),
-                reasons="; ".join(escape(r) for r in row.health.reasons),
-                label=escape(row.health.label),
+                verdict=verdict_html(row.health),
                 flagged=flagged,
                 length=s.length,
                 groups=s.groups,
@@ -108,3 +112,10 @@ def overview_rows(rows: Iterable[Any], drains: Mapping[str, Any] | None = None) 
             )
         )
     return mark_safe("".join(out))  # every value above was escaped
+
+
+@register.simple_tag
+def verdict_badge(verdict: Any) -> SafeString:
+    """A ``dashboard.health`` verdict's badge with its reason beside it (the overview's
+    rows use the same markup)."""
+    return mark_safe(verdict_html(verdict))  # verdict_html escapes every value

@@ -33,11 +33,13 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import failure_index, payloads, stream_index
+from dashboard import health as verdicts
 from dashboard.connection import get_redis
 from dashboard.converters import name_problem
 from dashboard.fleet import fleet_context, fleet_queue
+from dashboard.health import StreamVerdict, Verdict
 from dashboard.permissions import queues_view_required
-from dashboard.templatetags.ackboard import human_ms, since_ms
+from dashboard.templatetags.ackboard import since_ms
 from dashboard.templatetags.ackboard_actions import retry_idle_ms
 from dashboard.templatetags.ackboard_fragments import NO_STORE
 from dashboard.templatetags.ackboard_rows import pending_rows_shown
@@ -45,25 +47,19 @@ from dashboard.views import admin_actions, charts, edit_replay
 from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client
-from queue_core.health import GroupHealth, GroupState, StreamHealth
+from queue_core.health import GroupHealth, StreamHealth
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 from queue_core.types import (
     ConsumerInfo,
     DeadLetterRow,
     EntryGroupState,
+    GroupDetail,
     PendingRow,
     StreamEntry,
     StreamSummary,
 )
 from queue_core.validation import MAX_IDLE_MS, entry_id_check
 
-#: An entry added longer ago than this and still pending asks for attention (amber). It
-#: is not "stuck": an old entry may just have been delivered from a backlog. "Stuck" and
-#: "no live consumer" come from the consumers (queue_core.health, ACKBOARD_STUCK_AFTER_MS).
-OLD_PENDING_MS = 5 * 60 * 1000
-#: Failures in the last hour at or above this mark a stream "failing" (red), below it amber.
-FAILING_PER_HOUR = 100
-#: A group this far behind with no consumer is flagged.
 _DIGITS = re.compile(r"\A\d{1,15}\Z")
 #: Idle presets offered by the group page's filter, in seconds.
 IDLE_PRESETS = (0, 10, 60, 300, 1800, 3600, 86400)
@@ -73,19 +69,11 @@ IDLE_PRESETS = (0, 10, 60, 300, 1800, 3600, 86400)
 
 
 @dataclass(frozen=True, slots=True)
-class Health:
-    """A stream's badge: ``level`` is ok, warn, bad or idle; ``reasons`` go in the title."""
-
-    level: str
-    label: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class OverviewRow:
     summary: StreamSummary
     failures_last_hour: int
-    health: Health
+    #: The badge (``dashboard.health``): the worst group's verdict, as its page shows it.
+    health: StreamVerdict
     liveness: StreamHealth
 
     @property
@@ -168,51 +156,48 @@ class DeadLetterRowView:
 # --- health -----------------------------------------------------------------------------
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+def _summary_verdict(
+    s: StreamSummary, failures: dict[str, int], stuck_after_ms: int, now_ms: int
+) -> tuple[StreamHealth, StreamVerdict]:
+    """An overview row's liveness and badge (``dashboard.health``, the one rule)."""
+    liveness = queue_health.summary_health(summary=s, stuck_after_ms=stuck_after_ms, now_ms=now_ms)
+    verdict = verdicts.summary_verdict(
+        liveness=liveness,
+        summary_groups=[
+            (
+                g.name,
+                g.consumers,
+                g.lag,
+                int(g.oldest_pending_id.partition("-")[0]) if g.oldest_pending_id else None,
+            )
+            for g in s.group_stats
+        ],
+        failures=failures,
+        dlq_length=s.dlq_length,
+        now_ms=now_ms,
+    )
+    return liveness, verdict
 
 
-def liveness_reason(group: GroupHealth) -> str:
-    """One line on why ``group`` is flagged (for badge titles and the group page)."""
-    window = human_ms(group.stuck_after_ms)
-    parts = []
-    if group.no_live_consumer:
-        parts.append(f"no consumer seen in {window} while entries wait")
-    if group.stuck:
-        holders = group.dead_holders
-        held = _plural(group.stuck_entries, "entry", "entries")
-        who = _plural(len(holders), "consumer", "consumers")
-        parts.append(f"{held} held by {who} not seen in {window}")
-    return f"group {group.group}: " + "; ".join(parts)
-
-
-def stream_health(
-    *, summary: StreamSummary, liveness: StreamHealth, failures_last_hour: int, now_ms: int
-) -> Health:
-    """The overview badge of one stream, worst reason first: its groups' liveness (from
-    Redis alone, whoever wrote the workers), then failures from the index."""
-    bad = [(g.state.value, liveness_reason(g)) for g in liveness.flagged]
-    warn: list[str] = []
-    if failures_last_hour >= FAILING_PER_HOUR:
-        bad.append(("failing", f"{failures_last_hour} failures in the last hour"))
-    elif failures_last_hour:
-        warn.append(f"{failures_last_hour} failures in the last hour")
-    oldest = summary.oldest_pending_ms
-    if oldest is not None and now_ms - oldest > OLD_PENDING_MS:
-        warn.append(f"the oldest pending entry was added {human_ms(now_ms - oldest)} ago")
-    if summary.dlq_length:
-        warn.append(f"{summary.dlq_length} dead-lettered")
-    flagged = {g.group for g in liveness.flagged}
-    for g in summary.group_stats:
-        if g.consumers == 0 and (g.pending or g.lag) and g.name not in flagged:
-            warn.append(f"group {g.name} has work but no consumers")
-    if bad:
-        return Health("bad", bad[0][0], tuple(reason for _, reason in bad) + tuple(warn))
-    if warn:
-        return Health("warn", "attention", tuple(warn))
-    if not summary.groups:
-        return Health("idle", "no groups", ("nobody consumes this stream",))
-    return Health("ok", "ok", ("no stuck groups, failures or dead letters",))
+def group_page_verdict(*, detail: GroupDetail, liveness: GroupHealth, now_ms: int) -> Verdict:
+    """The group page's badge (``dashboard.health``, the one rule), with its failures in
+    the last hour counted up to the "failing" mark (one indexed SQL query, at most
+    ``FAILING_PER_HOUR`` index entries read)."""
+    failures = failure_index.failures_count_capped(
+        stream=detail.stream.name,
+        group=detail.group.name,
+        since=timezone.now() - timedelta(hours=1),
+        cap=verdicts.FAILING_PER_HOUR,
+    )
+    return verdicts.group_verdict(
+        liveness=liveness,
+        failures_last_hour=failures,
+        oldest_pending_ms=detail.oldest_pending_ms,
+        consumers=detail.group.consumers,
+        lag=detail.group.lag,
+        dlq_length=detail.stream.dlq_length,
+        now_ms=now_ms,
+    )
 
 
 # --- contexts (shared with the live surfaces, dashboard.live.registry) -----------------
@@ -226,10 +211,6 @@ def _check_visible(stream: str) -> None:
     """404 for a stream the allowlist hides, and for companions (they live under a stream)."""
     if not stream_visible(stream, tuple(settings.ACKBOARD_STREAMS)):
         raise Http404("No such stream here.")
-
-
-#: Health badge levels, worst first: the order of the overview's "health" sort.
-_LEVEL_RANK = {"bad": 0, "warn": 1, "ok": 2, "idle": 3}
 
 
 #: Each stream's health rank for the "health" order, with the figures it was computed
@@ -252,11 +233,8 @@ def overview_sort_keys() -> dict[str, stream_index.SortKey]:
         cached = _health_ranks.get(name)
         if cached is not None and cached[0] is s:
             return (0, cached[1], name)
-        liveness = queue_health.summary_health(
-            summary=s, stuck_after_ms=stuck_after_ms, now_ms=now_ms
-        )
-        badge = stream_health(summary=s, liveness=liveness, failures_last_hour=0, now_ms=now_ms)
-        rank = _LEVEL_RANK[badge.level]
+        _, badge = _summary_verdict(s, {}, stuck_after_ms, now_ms)
+        rank = verdicts.LEVEL_RANK[badge.level]
         _health_ranks[name] = (s, rank)
         return (0, rank, name)
 
@@ -316,18 +294,20 @@ def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
     )
     summaries = selectors.stream_summaries(client=client, streams=page.names)
     index.remember(summaries)
-    # One grouped query on the failure index; no Redis reads, whatever the stream count.
-    failures = failure_index.failures_count_since(
+    # One grouped query on the failure index (per group: health is per group; summed for
+    # the failures column); no Redis reads, whatever the stream count.
+    by_group = failure_index.failures_count_by_group(
         streams=[s.name for s in summaries],
         since=timezone.now() - timedelta(hours=1),
     )
+    per_stream: dict[str, dict[str, int]] = {}
+    for (stream, group), n in by_group.items():
+        per_stream.setdefault(stream, {})[group] = n
     rows = []
     for s in summaries:
-        liveness = queue_health.summary_health(
-            summary=s, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=now_ms
-        )
-        count = failures.get(s.name, 0)
-        badge = stream_health(summary=s, liveness=liveness, failures_last_hour=count, now_ms=now_ms)
+        failures = per_stream.get(s.name, {})
+        count = sum(failures.values())
+        liveness, badge = _summary_verdict(s, failures, settings.ACKBOARD_STUCK_AFTER_MS, now_ms)
         rows.append(
             OverviewRow(summary=s, failures_last_hour=count, health=badge, liveness=liveness)
         )
@@ -425,18 +405,18 @@ def group_context(
     )
     filters = PendingFilters(consumer=consumer, min_idle_s=min_idle_s, start=start or "")
     now = _now_ms()
-    health = queue_health.detail_health(
+    liveness = queue_health.detail_health(
         detail=detail, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=now
     )
     return {
         "stream": stream,
         "group": group,
         "detail": detail,
-        "health": health,
+        "health": liveness,
         # The consumer table's idle times start from it (``since_span``).
         "now_ms": now,
-        "health_ok": health.state is GroupState.OK,
-        "health_reason": "" if health.state is GroupState.OK else liveness_reason(health),
+        # The badge: the same rule, reason and markup as the overview's.
+        "verdict": group_page_verdict(detail=detail, liveness=liveness, now_ms=now),
         "snapshot_id": detail.stream.last_generated_id,
         "rows": pending_rows_view(page.rows, failures),
         "page": page,
@@ -460,11 +440,11 @@ def group_context(
 
 #: Bumped when the group page's content shows something ``group_content_key`` does not
 #: list (a new value, or a new way of showing one).
-_GROUP_CONTENT_VERSION = "group-content-1"
+_GROUP_CONTENT_VERSION = "group-content-2"
 #: ``group_context``'s keys: each is in the key below, whole or as it is shown. A new key
 #: fails loudly until it is added there.
 GROUP_CONTEXT_KEYS = frozenset({
-    "stream", "group", "detail", "health", "now_ms", "health_ok", "health_reason",
+    "stream", "group", "detail", "health", "now_ms", "verdict",
     "snapshot_id", "rows", "page", "filters", "next_query", "first_query", "idle_presets",
     "scan_budget", "fleet", "rates",
 })  # fmt: skip
@@ -515,7 +495,7 @@ def group_content_key(context: dict[str, Any], *, reset: Any = None) -> str:
         replace(health, consumers=tuple(
             (c.seen, *_consumer_shown(c.info, now)) for c in health.consumers
         )),
-        context["health_ok"], context["health_reason"], context["snapshot_id"],
+        context["verdict"], context["snapshot_id"],
         pending_rows_shown(context["rows"], due_ms),
         replace(page, rows=()),
         context["filters"], context["next_query"], context["first_query"],
@@ -527,11 +507,42 @@ def group_content_key(context: dict[str, Any], *, reset: Any = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GroupStateView:
-    """The entry page's row for one group (``row`` is set when it is pending there)."""
+    """The entry page's row for one group (``row`` is set when it is pending there).
+
+    ``state`` is ``pending``, ``waiting``, ``dead-lettered`` (``dlq_id`` is its dead
+    letter) or ``acked``; an ``acked`` row with ``dlq_unsure`` set was looked for in the
+    dead-letter stream only in part (``selectors.entry_dead_letters``' budget)."""
 
     group: str
     state: str
     row: PendingRow | None
+    dlq_id: str | None = None
+    dlq_unsure: bool = False
+
+    @property
+    def dlq_before(self) -> str:
+        """The dead-letter page's ``before`` that opens at ``dlq_id`` (newest first)."""
+        if not self.dlq_id:
+            return ""
+        ms, _, seq = self.dlq_id.partition("-")
+        return f"{ms}-{int(seq or 0) + 1}"
+
+
+#: A worker stamps a failure with its own clock, Redis stamps the dead letter that
+#: follows with its own: the search starts this long before the last failure.
+CLOCK_SKEW_MS = 60_000
+
+
+def _dead_letter_since_ms(entry_id: str, groups: list[str], failures: list[Any]) -> int:
+    """The earliest instant a dead letter of the entry from any of ``groups`` can carry:
+    the entry's own time, or for a group with recorded failures its last failure (a
+    worker moves an entry after its last failed attempt), less ``CLOCK_SKEW_MS``."""
+    entry_ms = int(entry_id.partition("-")[0])
+    last: dict[str, int] = {}
+    for f in failures:
+        last[f.group] = max(last.get(f.group, 0), int(f.failed_at.timestamp() * 1000))
+    starts = [last[g] - CLOCK_SKEW_MS if g in last else entry_ms for g in groups]
+    return max(entry_ms, min(starts))
 
 
 def entry_context(
@@ -539,12 +550,43 @@ def entry_context(
 ) -> dict[str, Any]:
     """One entry: a page of its fields from ``fields_from`` (``payloads.fields_page``: at
     most ``PAGE_FIELDS`` fields and ``PAGE_FIELD_CHARS`` characters of their text, however
-    large the entry), its state in each group (two round trips), failure history (SQL)."""
+    large the entry), its state in each group (two round trips), failure history (SQL).
+
+    A group that has delivered the entry and holds it no longer either acknowledged it or
+    dead-lettered it: only then, a bounded read of the dead letters moved since the
+    latest instant the move can have come after tells which (``selectors.
+    entry_dead_letters``: usually one round trip, at most ``ENTRY_DLQ_BUDGET`` dead
+    letters, never the whole DLQ)."""
     _check_visible(stream)
     detail = selectors.entry_detail(client=client, stream=stream, entry_id=entry_id)
     if detail is None:
         raise Http404("No such entry.")
     states: tuple[EntryGroupState, ...] = detail.groups
+    failures = failure_index.failure_history(stream=stream, entry_id=entry_id)
+    done = [s.group for s in states if s.state == "acked"]
+    found = (
+        selectors.entry_dead_letters(
+            client=client,
+            stream=stream,
+            entry_id=entry_id,
+            since_ms=_dead_letter_since_ms(entry_id, done, failures),
+            groups=done,
+        )
+        if done
+        else None
+    )
+    views = []
+    for s in states:
+        dlq_id = found.in_group(s.group) if found is not None and s.state == "acked" else None
+        views.append(
+            GroupStateView(
+                s.group,
+                "dead-lettered" if dlq_id else s.state,
+                s.pending_row,
+                dlq_id=dlq_id,
+                dlq_unsure=found is not None and not found.complete and not dlq_id,
+            )
+        )
     return {
         "stream": stream,
         "entry_id": entry_id,
@@ -552,8 +594,9 @@ def entry_context(
         "fields": payloads.fields_page(detail.entry.fields, start=fields_from)
         if detail.entry
         else [],
-        "states": [GroupStateView(s.group, s.state, s.pending_row) for s in states],
-        "failures": failure_index.failure_history(stream=stream, entry_id=entry_id),
+        "states": views,
+        "dlq_scanned": found.scanned if found is not None else 0,
+        "failures": failures,
     }
 
 

@@ -177,6 +177,42 @@ class BackfillTests:
         stored = set(IndexedFailure.objects.values_list("fingerprint", flat=True))
         assert stored == {fingerprint("E", "order 1 lost", rows[0].traceback)}
 
+    def test_refingerprint_migration_joins_causes_split_per_address(self) -> None:
+        # Rows stored under the first rules: one fingerprint per mailbox. The data
+        # migration of the second rules gives them the one they share now, in chunks,
+        # writing only the rows that differ, and a second run changes nothing.
+        from importlib import import_module
+
+        from django.apps import apps
+
+        from dashboard.failure_index import backfill
+
+        migration: Any = import_module("dashboard.migrations.0011_refingerprint")
+        addresses = ["X@example.invalid", "ann@example.invalid", "bob@mail.example"]
+        rows = [
+            indexed_failure(
+                error_type="SMTPError",
+                message=f"550 mailbox unavailable: {a}",
+                fingerprint=f"{i:016x}",
+            )
+            for i, a in enumerate(addresses)
+        ]
+        current = indexed_failure(error_type="E", message="order 4 lost")
+        current.fingerprint = fingerprint("E", "order 4 lost", current.traceback)
+        current.save()
+        old_chunk, backfill.CHUNK = backfill.CHUNK, 2
+        try:
+            migration.refingerprint(apps, SimpleNamespace(connection=connection))
+        finally:
+            backfill.CHUNK = old_chunk
+        stored = set(
+            IndexedFailure.objects.filter(error_type="SMTPError").values_list(
+                "fingerprint", flat=True
+            )
+        )
+        assert stored == {fingerprint("SMTPError", rows[0].message, rows[0].traceback)}
+        assert backfill.fingerprints_refresh(model=IndexedFailure) == 0
+
 
 class ViewTests:
     def test_by_cause_view_lists_causes(

@@ -108,8 +108,11 @@ class ForeignWorkerPagesTests:
         _, row_id, consumer, _idle, deliveries, _payload, last_failure, _ = rows[f"pending-{flaky}"]
         assert row_id.startswith(flaky) and consumer == CONSUMER and deliveries == "2"
         assert last_failure == "GitHub answered 404 for https://github.com/acme/app/pull/404"
-        # The loop just read: its consumer is seen, so the group is healthy.
-        assert element_text(group_page.content.decode(), "group-health").startswith("Health ok")
+        # The loop just read: its consumer is seen, so nothing is stuck; its failures and
+        # dead letter ask for attention (the overview's verdict for the same group).
+        assert element_text(group_page.content.decode(), "group-health").startswith(
+            "Health attention 5 failures in the last hour"
+        )
 
         entry_page = viewer.get(reverse("dashboard:entry-detail", args=[stream, doomed]))
         assert [(f.attempt, f.consumer, f.error_type) for f in entry_page.context["failures"]] == [

@@ -46,10 +46,43 @@ ConnectionError: smtp 10.0.0.7 refused
         ("user1234 and v2 api", "<v> and <v> api"),
         ("no values here", "no values here"),
         ("face cafe bead", "face cafe bead"),  # short hex-looking words are words
+        ("550 mailbox unavailable: X@example.invalid", "<v> mailbox unavailable: <v>"),
+        ("to ann.lee+bills@mail.example.co.uk failed", "to <v> failed"),
+        (
+            "GET https://api.example/users?id=7&t=ab failed",
+            "GET https://api.example/users?<v> failed",
+        ),
+        ("see http://docs.example/page#section", "see http://docs.example/page?<v>"),
+        ("connect 10.0.0.7:5432 refused", "connect <v> refused"),
+        ("connect to 2001:db8::1 refused", "connect to <v> refused"),
+        ("reset by [fe80::1]:443", "reset by <v>"),
+        ("std::vector and Foo::bar", "std::vector and Foo::bar"),  # names, not addresses
     ],
 )
 def test_message_normalize_rules(message: str, normalized: str) -> None:
     assert message_normalize(message) == normalized
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "550 mailbox unavailable: {}",
+        "webhook https://hooks.example/in?{} returned 500",
+        "connection to {} timed out",
+    ],
+)
+def test_per_entity_values_make_one_cause(template: str) -> None:
+    # One failing mailbox server, webhook or host: one cause, whatever the entity.
+    values = {
+        "550 mailbox unavailable: {}": [
+            "X@example.invalid",
+            "ann@example.invalid",
+            "b.c@d.example",
+        ],
+        "webhook https://hooks.example/in?{} returned 500": ["u=ann", "u=bob&sig=Zz", "k=v"],
+        "connection to {} timed out": ["10.0.0.7", "192.168.1.20:6379", "2001:db8::17"],
+    }[template]
+    assert len({fingerprint("SMTPError", template.format(v)) for v in values}) == 1
 
 
 def test_normalize_is_bounded_on_huge_messages() -> None:

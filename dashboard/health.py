@@ -10,8 +10,8 @@ the group page and their live pushes all call these through their ``*_context()`
 
 Pure: no I/O, no clock of its own (``now_ms`` is passed in). O(groups) per stream. The
 reasons never hold a value that grows by itself between two reads (an age, a count of
-seconds): a page whose verdict did not change renders the same, and the group page's
-reused rendering (``pages.group_content_key``) stays valid.
+seconds): a page whose verdict did not change renders the same (the pending table's
+cached rendering and the live pushes' comparison rely on it).
 """
 
 from __future__ import annotations

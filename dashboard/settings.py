@@ -389,34 +389,13 @@ CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
 
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    # The three caches of rendered HTML below keep their strings as they are, unpickled
-    # (dashboard/caches.py: Django's LocMemCache otherwise).
     # {% cache %} renderings (the group page's pending table, keyed by a digest of what it
     # shows: templatetags/ackboard_rows.py), per process: at most ~100 tables of ~100 KB.
     "template_fragments": {
-        "BACKEND": "dashboard.caches.RenderingCache",
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "ackboard-fragments",
         "TIMEOUT": 300,
         "OPTIONS": {"MAX_ENTRIES": 100},
-    },
-    # {% fragment %} renderings (the group page's forms and dialogs, a few KB each, keyed
-    # by what they show and the request's path, user and permissions:
-    # templatetags/ackboard_fragments.py), per process, apart from the tables above so
-    # that many users and pages never push the tables out: at most ~5 MB.
-    "page_fragments": {
-        "BACKEND": "dashboard.caches.RenderingCache",
-        "LOCATION": "ackboard-page-fragments",
-        "TIMEOUT": 300,
-        "OPTIONS": {"MAX_ENTRIES": 1000},
-    },
-    # Whole group pages (base.html's {% fragment "page" … using "page_renderings" %}, keyed
-    # by everything they show: dashboard.views.pages.group_content_key), per process:
-    # ~116 KB each, at most ~7.5 MB.
-    "page_renderings": {
-        "BACKEND": "dashboard.caches.RenderingCache",
-        "LOCATION": "ackboard-page-renderings",
-        "TIMEOUT": 300,
-        "OPTIONS": {"MAX_ENTRIES": 64},
     },
 }
 # Sessions in the database, Django's own engine: a logout deletes the row, so it ends the

@@ -26,6 +26,7 @@ cached permissions.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import unicodedata
 from html import escape as _html_escape
@@ -33,6 +34,9 @@ from typing import Any
 from urllib.parse import quote
 
 from django import template
+from django.core.cache import InvalidCacheBackendError, caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
@@ -404,3 +408,12 @@ def code_list(names: Any, length: int = 60) -> SafeString:
     return mark_safe(  # noqa: S308 - every name is escaped
         ", ".join(f"<code>{escape(_truncated(str(name), length))}</code>" for name in names)
     )
+
+
+@receiver(setting_changed)
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    """The table's rendering reads Ackboard's settings (Retry's explanations): a changed
+    one (tests: ``override_settings``) empties the cached tables."""
+    if setting.startswith("ACKBOARD_"):
+        with contextlib.suppress(InvalidCacheBackendError):  # a test's CACHES without it
+            caches["template_fragments"].clear()

@@ -13,17 +13,15 @@ is escaped by the templates.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.contrib import messages
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -40,17 +38,13 @@ from dashboard.fleet import fleet_context, fleet_queue
 from dashboard.health import StreamVerdict, Verdict
 from dashboard.permissions import queues_view_required
 from dashboard.templatetags.ackboard import since_ms
-from dashboard.templatetags.ackboard_actions import retry_idle_ms
-from dashboard.templatetags.ackboard_fragments import NO_STORE
-from dashboard.templatetags.ackboard_rows import pending_rows_shown
-from dashboard.views import admin_actions, charts, edit_replay
+from dashboard.views import charts, edit_replay
 from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import GroupHealth, StreamHealth
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 from queue_core.types import (
-    ConsumerInfo,
     DeadLetterRow,
     EntryGroupState,
     GroupDetail,
@@ -438,73 +432,6 @@ def group_context(
     }
 
 
-#: Bumped when the group page's content shows something ``group_content_key`` does not
-#: list (a new value, or a new way of showing one).
-_GROUP_CONTENT_VERSION = "group-content-2"
-#: ``group_context``'s keys: each is in the key below, whole or as it is shown. A new key
-#: fails loudly until it is added there.
-GROUP_CONTEXT_KEYS = frozenset({
-    "stream", "group", "detail", "health", "now_ms", "verdict",
-    "snapshot_id", "rows", "page", "filters", "next_query", "first_query", "idle_presets",
-    "scan_budget", "fleet", "rates",
-})  # fmt: skip
-
-
-def _consumer_shown(info: ConsumerInfo, now_ms: int) -> tuple[Any, ...]:
-    """A consumer as the page shows it: its idle and inactive times are the instants they
-    started, to the second (``consumer_rows``'s ``since_span``), not durations that grow
-    with every request."""
-    inactive = info.inactive_ms
-    return (
-        info.name,
-        info.pending,
-        since_ms(info.idle_ms, now_ms),
-        inactive if inactive is None or inactive < 0 else since_ms(inactive, now_ms),
-    )
-
-
-def group_content_key(context: dict[str, Any], *, reset: Any = None) -> str:
-    """A digest of everything the group page shows (group.html, reused whole while it is
-    unchanged: base.html's ``{% fragment "page" page_key … %}``, which adds the request's
-    path, user and permissions, and puts the request's own CSRF token and clock in).
-
-    Every ``group_context`` value is in it as it is, except the ones that change with
-    each request while the page shows them the same: ``now_ms`` (only the consumer table
-    reads it, to turn idle times into instants), the consumers' idle and inactive times
-    (shown as the instants they started, to the second), the pending rows (as the pending
-    table's key lists them: ``ackboard_rows.pending_table_key``) and the page's raw rows
-    (the same rows). Then ``reset``: the last position reset (Undo), for those who may
-    administer the group (the template reads it by itself). The one time-dependent text,
-    how long the oldest undelivered entry has waited (``lag_age``), makes the content
-    ``NO_STORE`` while the group lags. A value added to the context fails here until it
-    is listed (``GROUP_CONTEXT_KEYS``).
-    """
-    unknown = set(context) ^ GROUP_CONTEXT_KEYS
-    if unknown:
-        raise ValueError(f"group_content_key: list {sorted(unknown)} in the key")
-    detail, health = context["detail"], context["health"]
-    if detail.oldest_undelivered_ms is not None:
-        return NO_STORE
-    now = context["now_ms"]
-    due_ms = retry_idle_ms()
-    page = context["page"]
-    parts = (
-        _GROUP_CONTENT_VERSION,
-        context["stream"], context["group"],
-        replace(detail, consumers=tuple(_consumer_shown(c, now) for c in detail.consumers)),
-        replace(health, consumers=tuple(
-            (c.seen, *_consumer_shown(c.info, now)) for c in health.consumers
-        )),
-        context["verdict"], context["snapshot_id"],
-        pending_rows_shown(context["rows"], due_ms),
-        replace(page, rows=()),
-        context["filters"], context["next_query"], context["first_query"],
-        context["idle_presets"], context["scan_budget"], context["fleet"], context["rates"],
-        due_ms, reset,
-    )  # fmt: skip
-    return hashlib.blake2b(repr(parts).encode(), digest_size=20).hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
 class GroupStateView:
     """The entry page's row for one group (``row`` is set when it is pending there).
@@ -753,15 +680,6 @@ def group_detail(request: HttpRequest, stream: str, group: str) -> HttpResponse:
         consumer=consumer,
         min_idle_s=_min_idle_s(request),
     )
-    # The whole page may be reused (base.html's {% fragment "page" %}), not while a flash
-    # message waits to be shown (it is shown once, by the rendering that reads it).
-    if not getattr(request, "htmx", False) and not messages.get_messages(request):
-        reset = (
-            admin_actions.last_reset(stream=stream, group=group)
-            if request.user.has_perm("dashboard.administer_group")
-            else None
-        )
-        context["page_key"] = group_content_key(context, reset=reset)
     return _render(
         request,
         "dashboard/group.html",

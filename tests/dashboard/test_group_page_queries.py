@@ -2,7 +2,8 @@
 regression (one more query or round trip per request) fails here. A logged-in request of
 the group page reads its session (the database, in tests), the user (django.contrib.auth's
 get_user), its permissions (one statement, dashboard.middleware.PermissionsMiddleware),
-the page's entries' last failures, the rates (one statement: the latest point and the
+the page's entries' last failures, the group's failures of the last hour (the health
+verdict, counted up to its mark), the rates (one statement: the latest point and the
 drain estimate) and, for a group administrator, the last position reset; nothing else.
 Its Redis reads are one round trip when nothing needs a follow-up."""
 
@@ -46,7 +47,8 @@ READS = [
     "django_session",
     "auth_user",
     "auth_permission",
-    "dashboard_indexedfailure",
+    "dashboard_indexedfailure",  # the page's entries' last failures
+    "dashboard_indexedfailure",  # the health verdict's failures in the last hour (capped)
     "dashboard_ratesample",
 ]
 

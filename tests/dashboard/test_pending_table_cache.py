@@ -10,6 +10,7 @@ fresh rendering says (the cache emptied), not the old table.
 
 from __future__ import annotations
 
+import pickle
 import re
 import time
 from typing import Any
@@ -61,11 +62,11 @@ class PendingTableCacheTests:
         client = make_client()
         first = _table(client, stream)
         cache = caches["template_fragments"]
-        assert len(cache._cache) == 1  # type: ignore[attr-defined]  # RenderingCache's dict
+        assert len(cache._cache) == 1  # type: ignore[attr-defined]  # LocMemCache's dict
         [(key, stored)] = cache._cache.items()  # type: ignore[attr-defined]
         # Served from the cache: a marker put into the stored rendering comes back.
-        marked = stored.replace("Snapshot", "Snapshot (cached)")
-        cache._cache[key] = marked  # type: ignore[attr-defined]
+        marked = pickle.loads(stored).replace("Snapshot", "Snapshot (cached)")
+        cache._cache[key] = pickle.dumps(marked, pickle.HIGHEST_PROTOCOL)  # type: ignore[attr-defined]
         assert "Snapshot (cached)" in _table(client, stream)
         assert len(cache._cache) == 1  # type: ignore[attr-defined]
         assert first == _fresh(client, stream)

@@ -24,7 +24,7 @@ drift hits both), and prints the ratio:
 - the group page (its chart shell, drain estimate and live point), the stream page and
   the overview (each row's lag in time and drain estimate).
 
-The goal (issue 13): the 7-day chart's data and the page render under 50 ms.
+The goal: the 7-day chart's data and the page render under 50 ms.
 
     uv run python -m benchmarks.charts [--streams 20] [--repeat 30]
 """

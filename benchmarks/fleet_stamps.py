@@ -1,4 +1,4 @@
-"""What open group pages add to each live poll for fleet control (issue 12).
+"""What open group pages add to each live poll for fleet control.
 
 Each open group page's live signature includes its fleet stamp
 (``dashboard.fleet.fleet_stamps``): a GET of the group's pause and an HGETALL of its

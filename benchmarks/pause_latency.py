@@ -7,7 +7,7 @@ seeded): pause
 (``control.pause_set``) and time until the worker's heartbeat confirms it, then resume
 (``control.pause_clear``) and time until a handler runs again. Asserts nothing was
 handled between the confirmation and the resume. Prints p50, p95 and max of both
-against issue 12's target (within 1 s); exits 1 when a max misses it.
+against the target (within 1 s); exits 1 when a max misses it.
 
     uv run python -m benchmarks.pause_latency [--rounds 20] [--url redis://...]
 """

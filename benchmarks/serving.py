@@ -224,7 +224,7 @@ class Figure:
     wire: int
     raw: int
     encoding: str
-    #: Issue 15's goal: at most this many times /healthz, and (if set) under this many ms.
+    #: The goal: at most this many times /healthz, and (if set) under this many ms.
     goal_ratio: float | None = None
     goal_ms: float | None = None
 

@@ -21,7 +21,7 @@ VIEW_QUEUES = "dashboard.view_queues"
 
 #: One permission per action (Oban Web's habit: every action is named and checked).
 #: Delete and Purge share one permission: both destroy dead-lettered entries. The fleet
-#: controls (issue 12) share one per kind of power: pausing a group, retiring consumers,
+#: controls share one per kind of power: pausing a group, retiring consumers,
 #: administering a group (create, delete, reset its position) and trimming a stream.
 ACTION_PERMISSIONS: Mapping[str, str] = {
     "retry": "dashboard.retry_entry",
@@ -48,9 +48,9 @@ ACTION_PERMISSIONS: Mapping[str, str] = {
 #: states and controls (``dashboard.redrive.service``), checked against the same map.
 JOB_ACTIONS: frozenset[str] = frozenset({"redrive"})
 
-#: Edit & replay a dead letter (issue 14): apart from Replay, and held by no role by
+#: Edit & replay a dead letter: apart from Replay, and held by no role by
 #: default (an edited entry runs code paths its producer never sent). Grant it per user
-#: in the admin site (README, "Edit & replay"); ``dashboard.views.edit_replay`` checks it.
+#: in the admin site (docs/failure-loop.md); ``dashboard.views.edit_replay`` checks it.
 EDIT_REPLAY = "dashboard.edit_replay_dead_letter"
 
 #: The codenames (without the app label) the "Ackboard operators" group holds.

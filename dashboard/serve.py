@@ -22,7 +22,7 @@ The same promises on every server:
 The default is uvicorn (uvloop, httptools, the sans-I/O ``websockets`` protocol), chosen
 by ``uv run python -m benchmarks.serving --only compare`` on this 2-core machine: it
 served the 1M-pending group page at 1.4-2x daphne's rate for less CPU per request,
-and pushed live updates for the least CPU per socket (figures in the README).
+and pushed live updates for the least CPU per socket (figures in docs/benchmarks.md).
 """
 
 from __future__ import annotations

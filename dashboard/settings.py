@@ -346,7 +346,7 @@ ACKBOARD_REDRIVE_LEASE_S = _float("ACKBOARD_REDRIVE_LEASE_S", 10.0, minimum=1.0)
 #: Seconds a live socket's session and permissions are trusted before they are read again.
 ACKBOARD_LIVE_RECHECK = _float("ACKBOARD_LIVE_RECHECK", 2.0)
 
-# Channel layers (DESIGN.md §7, Fan-out). Pushes to the sockets of this process use none:
+# Channel layers (docs/live-updates.md). Pushes to the sockets of this process use none:
 # the broadcaster hands them to each socket's outbox (dashboard/live/outbox.py), so a push
 # never needs Redis, and a Redis restart cannot silence an open socket. "default" (in
 # memory) is only channels' default alias. "shared" is for what must reach every web

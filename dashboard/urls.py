@@ -39,7 +39,7 @@ app_patterns: list[URLPattern | URLResolver] = [
         name="entry-detail",
     ),
     path("streams/<name:stream>/dlq/", page_views.dlq, name="dlq"),
-    # Edit & replay, payload search, jump to time (issue 14; before dlq-action's <action>).
+    # Edit & replay, payload search, jump to time (before dlq-action's <action>).
     path("streams/<name:stream>/dlq/<entry_id:dlq_id>/edit/", edit_views.dlq_edit, name="dlq-edit"),
     path(
         "streams/<name:stream>/dlq/<entry_id:dlq_id>/edit-replay/",
@@ -93,8 +93,8 @@ app_patterns: list[URLPattern | URLResolver] = [
     # Routes of their own (previews, dry runs, partials) of the fleet and admin actions.
     *fleet_actions.PATTERNS,
     *admin_actions.PATTERNS,
-    *chart_views.patterns(),  # the rate charts' data (issue 13)
-    *redrive_views.patterns(),  # redrive dead letters (issue 14): dialog, controls, API
+    *chart_views.patterns(),  # the rate charts' data
+    *redrive_views.patterns(),  # redrive dead letters: dialog, controls, API
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
     re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
     re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),

@@ -1,5 +1,5 @@
 """Fleet control's group administration: retire consumers, create and delete groups,
-reset a group's position and trim a stream (issue 12).
+reset a group's position and trim a stream.
 
 Each write is guarded and atomic where it checks before it acts: one Lua script from
 ``queue_core.scripts`` (``retire``, ``retire_idle``, ``group_create``, ``group_delete``,

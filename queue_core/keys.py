@@ -7,7 +7,7 @@ names that cannot share a slot. It never falls back to a non-atomic layout.
 
 No two streams share a companion, and a companion is never taken for a stream: the
 allowlist decides what the dashboard shows by stream name, so one key reachable under
-two names would let an allowed name reach a hidden stream's keys (issue 8).
+two names would let an allowed name reach a hidden stream's keys.
 ``stream_visible`` is the one check every dashboard entry point makes.
 """
 
@@ -44,7 +44,7 @@ EVENTS_CHANNEL = "ackboard:events"
 #: Field names with this prefix are reserved for Ackboard's own metadata.
 RESERVED_PREFIX = "ackboard."
 #: A replayed entry carries the one group it is meant for; workers of other groups
-#: acknowledge it without running their handler (see README, "Replay").
+#: acknowledge it without running their handler (see docs/ack-contract.md, "Guarantees").
 REPLAY_GROUP_FIELD = RESERVED_PREFIX + "replay-group"
 REPLAY_OF_FIELD = RESERVED_PREFIX + "replay-of"
 

@@ -14,7 +14,7 @@ after each entry, or ``max_matches`` found) and returns a ``SearchSlice`` whose
 there (the bound is exclusive), so a search continued until ``done`` sees every entry
 that was in range once, and none twice.
 
-Matching rules (documented in the README, "Payload search"):
+Matching rules (documented in docs/failure-loop.md, "Find entries by content and time"):
 
 - ``equals``: the field's exact bytes equal the value's UTF-8 bytes;
 - ``contains``: the value's UTF-8 bytes occur in the field's bytes (so binary fields are

@@ -6,7 +6,7 @@ module), and makes a fixed number of pipelined round trips whatever the number o
 streams, groups or rows. It never writes, never calls ``XINFO STREAM FULL`` (it returns
 whole PELs) and never runs an unbounded ``XPENDING … IDLE`` scan.
 
-Costs on a 1,000,000-entry PEL (DESIGN.md §5, benchmarks/dashboard_scale.py): XINFO
+Costs on a 1,000,000-entry PEL (docs/running-at-scale.md, benchmarks/dashboard_scale.py): XINFO
 STREAM/GROUPS, XLEN and the XPENDING summary are O(1) or O(groups/consumers); XPENDING
 extended form is O(log n + rows) from any start id, so pages go by start id, never by
 offset. A missing stream or group is ``None`` from the selector, never an exception;

@@ -1,4 +1,4 @@
-"""The fleet controls' permissions (issue 12), granted to the "Ackboard operators" role.
+"""The fleet controls' permissions, granted to the "Ackboard operators" role.
 
 Four permissions: pause_group (Pause, Resume), retire_consumer (Retire, Retire idle
 consumers), administer_group (Create group, Delete group, Reset position) and

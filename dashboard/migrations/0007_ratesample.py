@@ -1,4 +1,4 @@
-"""The rates history (issue 13): ``RateSample``, one row per tier, stream, group and time.
+"""The rates history: ``RateSample``, one row per tier, stream, group and time.
 
 See ``dashboard.rates.models`` for the tiers and why the history lives in the database.
 """

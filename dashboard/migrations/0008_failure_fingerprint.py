@@ -1,4 +1,4 @@
-"""Failure fingerprints (issue 14): ``IndexedFailure.fingerprint``, its backfill, its index.
+"""Failure fingerprints: ``IndexedFailure.fingerprint``, its backfill, its index.
 
 The column is added empty, every existing row is given its fingerprint in chunks of
 ``CHUNK`` rows by id (one SELECT and one UPDATE batch per chunk, so a table of millions

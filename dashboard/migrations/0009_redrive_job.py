@@ -1,4 +1,4 @@
-"""Redrive dead letters (issue 14): the ``RedriveJob`` table and its permission.
+"""Redrive dead letters: the ``RedriveJob`` table and its permission.
 
 ``redrive_dead_letters`` is declared on AuditEvent with the other action permissions and
 granted to the "Ackboard operators" role as 0006_fleet_permissions does (created here,

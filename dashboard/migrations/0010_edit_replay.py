@@ -1,8 +1,8 @@
-"""Edit & replay (issue 14): the ``edit_replay_dead_letter`` permission.
+"""Edit & replay: the ``edit_replay_dead_letter`` permission.
 
 Declared on AuditEvent with the other action permissions, and granted to NO role: an
 edited entry runs code paths its producer never sent, so each person who may do it is
-chosen one by one (the admin site's user permissions, README "Edit & replay"). The
+chosen one by one (the admin site's user permissions, docs/failure-loop.md "Edit & replay"). The
 permission row is created here, as 0006 does, so it exists before the first request.
 Reversing leaves it (as Django does with permissions).
 """

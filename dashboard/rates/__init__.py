@@ -1,4 +1,4 @@
-"""Rates, history and the drain estimate (issue 13).
+"""Rates, history and the drain estimate.
 
 - ``models``: the ``RateSample`` history table, its tiers and why it lives in the database;
 - ``sampler``: the one sampler per deployment (a Redis lease), its tick, the downsampling

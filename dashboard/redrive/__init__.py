@@ -1,4 +1,4 @@
-"""Redrive (issue 14): put a stream's dead letters back, filtered, canaried and throttled.
+"""Redrive: put a stream's dead letters back, filtered, canaried and throttled.
 
 ``models`` (RedriveJob), ``selection`` (which dead letters a filter picks, and the dry
 run's count), ``runner`` (the background loop of ``manage.py run_jobs``: lease, token

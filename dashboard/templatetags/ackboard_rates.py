@@ -1,4 +1,4 @@
-"""Rates on the pages (issue 13): ``{% lag_age ms %}``, the lag in time next to a lag
+"""Rates on the pages: ``{% lag_age ms %}``, the lag in time next to a lag
 count, and ``{% drain_fact estimate %}``'s badge level.
 
 Never reads Redis or the database: the figures come in through the page's context

@@ -1,4 +1,4 @@
-"""``{% redrive_panel stream %}``: the dead-letter page's redrive jobs (issue 14).
+"""``{% redrive_panel stream %}``: the dead-letter page's redrive jobs.
 
 Renders ``dashboard/_redrive_panel.html`` with the stream's jobs that are not finished,
 plus the newest finished one (its outcome stays visible), and the canary's outcomes of

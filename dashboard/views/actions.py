@@ -199,9 +199,9 @@ ACTIONS: Mapping[str, Action] = {
         Action("replay", "dead-letter", ActionForm, _replay),
         Action("delete", "dead-letter", ActionForm, _delete),
         Action("purge", "dead-letters", PurgeForm, _purge),
-        # Fleet control (issue 12): Pause, Resume, Retire, Retire idle consumers.
+        # Fleet control: Pause, Resume, Retire, Retire idle consumers.
         *fleet_actions.ROWS,
-        # Group administration (issue 12): Create/Delete group, Reset position, Trim.
+        # Group administration: Create/Delete group, Reset position, Trim.
         *admin_actions.ROWS,
     )
 }

@@ -1,4 +1,4 @@
-"""Group administration (issue 12): Create group, Delete group, Reset position, Trim.
+"""Group administration: Create group, Delete group, Reset position, Trim.
 
 Owns four rows of the action table (``ROWS``, merged into
 ``dashboard.views.actions.ACTIONS``: a permission, a form from ``dashboard.admin_forms``,

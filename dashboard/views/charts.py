@@ -1,4 +1,4 @@
-"""Charts and rates on the stream and group pages (issue 13): the chart-data endpoint and
+"""Charts and rates on the stream and group pages: the chart-data endpoint and
 the small view rows the pages' rate partials read.
 
 Owns ``RANGES`` (1 h, 6 h, 24 h, 7 d), the JSON a chart draws (``chart_payload``: one

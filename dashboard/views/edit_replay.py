@@ -10,7 +10,7 @@ its submission (``dlq_edit_replay``, POST: parse the edited rows, refuse bad JSO
 letters whose edited replay succeeded (``edited_replays_sweeper``, every few seconds).
 
 The permission is ``dashboard.edit_replay_dead_letter``, apart from Replay's and granted
-to no role by default (README, "Edit & replay"). A refused POST is audited like any
+to no role by default (docs/failure-loop.md, "Edit & replay"). A refused POST is audited like any
 action (``action_runner.denied``); a successful one's audit row keeps the diff of the
 payload fields (``fields_diff``: changed, added and removed, each with its value before
 and after; a value that is not UTF-8 is kept as base64; a redacted one as its size and

@@ -1,4 +1,4 @@
-"""Fleet control (issue 12): Pause, Resume, Retire, Retire idle consumers.
+"""Fleet control: Pause, Resume, Retire, Retire idle consumers.
 
 Owns four rows of the action table (``ROWS``, merged into
 ``dashboard.views.actions.ACTIONS``), each one service call of ``queue_core.control``

@@ -257,8 +257,8 @@ def metrics_text(*, client: Client) -> bytes:
                 figures_age_s=figures_age_s,
             )
         )
-        registry.register(RatesCollector(overview))  # issue 13: dashboard/rates/metrics.py
-        # Fleet control (issue 12): a GET and an HGETALL per group, capped.
+        registry.register(RatesCollector(overview))  # dashboard/rates/metrics.py
+        # Fleet control: a GET and an HGETALL per group, capped.
         registry.register(
             metrics_fleets(
                 client=client,

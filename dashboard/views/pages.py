@@ -309,7 +309,7 @@ def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
     figures_age = index.summaries_age()
     return {
         "rows": rows,
-        # Rates (issue 13): each row's lag in time and drain estimate (one SQL query).
+        # Rates: each row's lag in time and drain estimate (one SQL query).
         "drains": charts.overview_drains(summaries=summaries),
         "now_ms": now_ms,
         "query": query,
@@ -341,7 +341,7 @@ def stream_context(*, client: Client, stream: str, before: str | None = None) ->
         "groups": detail.groups,
         "entries": _entry_rows(detail.entries.entries),
         "entry_page": detail.entries,
-        **charts.stream_rates_context(stream=stream),  # rates (issue 13): SQL only
+        **charts.stream_rates_context(stream=stream),  # rates: SQL only
     }
 
 
@@ -419,7 +419,7 @@ def group_context(
         "first_query": filters.query(None),
         "idle_presets": IDLE_PRESETS,
         "scan_budget": selectors.IDLE_SCAN_BUDGET,
-        # Fleet control (issue 12): the pause and the workers' heartbeats (one round trip).
+        # Fleet control: the pause and the workers' heartbeats (one round trip).
         **fleet_context(
             client=client,
             stream=stream,
@@ -427,7 +427,7 @@ def group_context(
             consumers=detail.consumers,
             replies=read.also,
         ),
-        # Rates (issue 13): the drain estimate and the chart's live point (SQL only).
+        # Rates: the drain estimate and the chart's live point (SQL only).
         **charts.group_rates_context(stream=stream, group=group),
     }
 

@@ -99,7 +99,7 @@ class Worker:
     ``run(drain=True)`` returns once a read finds nothing new and everything taken has
     been settled. A stop signal gives in-flight handlers ``grace_seconds``; only a second
     signal more than 1 s after the first cuts that short (see ``stop.StopControl``). See the
-    module docstring for the cost model and the README for the guarantees.
+    module docstring for the cost model and docs/ack-contract.md for the guarantees.
     """
 
     def __init__(self, config: WorkerConfig | None = None, /, **settings: Any) -> None:

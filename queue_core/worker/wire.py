@@ -15,7 +15,7 @@ topology (a dropped connection, READONLY, CLUSTERDOWN, TRYAGAIN…, read by
 ``TopologyChanged``, a connection error: the loop backs off (capped, jittered) and the
 next connection asks the cluster where the slot lives now. None of this is on the hot
 path: a single node's ``Line.call`` is the same two awaits as before. Figures (2-core machine, local
-Redis 7.0, no-op handler; DESIGN.md section 6; ``benchmarks/worker_throughput.py``
+Redis 7.0, no-op handler; docs/benchmarks.md; ``benchmarks/worker_throughput.py``
 re-measures the whole loop):
 
 - one multi-id XACK per batch instead of one XACK per entry: about 5x the throughput

@@ -1,5 +1,5 @@
 """The rate charts in a browser: drawn from the chart-data endpoint, appended to live from
-the socket's pushes (no reload, no redraw), range switching, and the README screenshot of
+the socket's pushes (no reload, no redraw), range switching, and the docs/rates.md screenshot of
 the group page with its chart.
 
 Its own production web process, on its own private Redis, whose sampler ticks every
@@ -175,7 +175,7 @@ class LiveChartTests:
             context.close()
 
 
-# --- the README screenshot --------------------------------------------------------------
+# --- the docs screenshot ----------------------------------------------------------------
 
 _SEED = """
 import json

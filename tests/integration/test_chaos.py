@@ -14,8 +14,8 @@ Run it with ``uv run pytest -m chaos -s`` (``-s`` shows the figures it prints).
   Handlers record each run in files outside Redis, so the accounting does not depend on
   the server being killed.
 
-After the drain every id is accounted for against the ack contract (README, "The ack
-contract"): processed, dead-lettered or pending, with nothing lost.
+After the drain every id is accounted for against the ack contract (docs/ack-contract.md):
+processed, dead-lettered or pending, with nothing lost.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class Pool:
     def wait_ready(self) -> None:
         """Until every live worker has connected and created or found its group.
 
-        A worker that cannot reach Redis at startup exits 2 (README: bad configuration),
+        A worker that cannot reach Redis at startup exits 2 (docs/worker.md: bad configuration),
         so none is left starting when Redis is killed; a supervisor would restart it.
         """
         for proc, _, consumer in self.live:

@@ -611,7 +611,7 @@ class ExampleTests:
     def test_the_adapted_workshop_worker_runs_as_documented(
         self, r: redis.Redis, redis_url: str, prefix: str
     ) -> None:
-        """``examples/foreign_worker.py``, run as the README says, on a stream of its own."""
+        """``examples/foreign_worker.py``, run as docs/worker.md says, on a stream of its own."""
         stream = prefix + "reviews:queue"
         argv = ["--url", redis_url, "--stream", stream, "--seed", "3", "--max-deliveries", "2",
                 "--reclaim-idle-ms", "0", "--until-idle", "--consumer", "w-example"]  # fmt: skip

@@ -307,7 +307,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "bulk", "many pending entries (dry run unless --yes)", _bulk_arguments, single(_bulk)
     ),
-    # Fleet control (issue 12).
+    # Fleet control.
     Subcommand("pause", "pause a consumer group (reason required)", _pause_arguments,
                single(_pause)),
     Subcommand("resume", "resume a paused consumer group", _resume_arguments, single(_resume)),
@@ -320,7 +320,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         _retire_idle_arguments, single(_retire_idle),
     ),
     *admin_cli.SUBCOMMANDS,
-    *redrive_cli.SUBCOMMANDS,  # redrive dead letters (issue 14)
+    *redrive_cli.SUBCOMMANDS,  # redrive dead letters
 )  # fmt: skip
 
 

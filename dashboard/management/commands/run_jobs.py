@@ -59,7 +59,7 @@ class Command(BaseCommand):
             f"{runner.max_rate():g}/s; Ctrl-C stops."
         )
         self.stdout.flush()
-        # Edit & replay (issue 14): delete dead letters whose edited replay succeeded.
+        # Edit & replay: delete dead letters whose edited replay succeeded.
         sweeper = threading.Thread(
             target=edited_replays_sweeper, args=(get_redis, stopping), daemon=True
         )

@@ -1,4 +1,4 @@
-// Ackboard rate charts (issue 13): draw the stream or group page's history with uPlot
+// Ackboard rate charts: draw the stream or group page's history with uPlot
 // (vendor/uplot), switch ranges, and append the live points the socket pushes.
 //
 // The page holds a shell, section.rate-charts with data-chart-url (the chart-data JSON

@@ -1,4 +1,4 @@
-/* Edit & replay's field editor (templates/dashboard/dlq_edit.html; issue 14).
+/* Edit & replay's field editor (templates/dashboard/dlq_edit.html).
  *
  * One fieldset per field: a JSON value ("json" mode) is validated as it is typed and
  * pretty-printed when the textarea loses focus; a new field whose value is a JSON object

@@ -1,4 +1,4 @@
-// The group page's fleet controls (issue 12): the consumer rows' Retire buttons.
+// The group page's fleet controls: the consumer rows' Retire buttons.
 //
 // Each consumer row's Retire button carries the consumer's name (data-consumer) and the
 // URL its Retire posts to (data-url, written by the server: the consumer's name encoded

@@ -38,6 +38,14 @@ def action_settings(settings: SettingsWrapper, redis_url: str) -> None:
 
 
 @pytest.fixture
+def page_settings(settings: SettingsWrapper, redis_url: str, prefix: str) -> SettingsWrapper:
+    """Pages on the private Redis that list only this test's streams."""
+    settings.ACKBOARD_REDIS_URL = redis_url
+    settings.ACKBOARD_STREAMS = (prefix + "*",)
+    return settings
+
+
+@pytest.fixture
 def viewer(client: Client, django_user_model: type[User]) -> Client:
     """A client logged in as a read-only user (``view_queues`` only)."""
     client.force_login(make_user(django_user_model, "viewer", "view_queues"))

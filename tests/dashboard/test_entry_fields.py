@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -19,21 +17,7 @@ from dashboard import payloads
 from queue_core.keys import stream_keys
 from tests.html import element_text
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def viewer(
-    client: Client, django_user_model: Any, settings: Any, redis_url: str, prefix: str
-) -> Client:
-    settings.ACKBOARD_REDIS_URL = redis_url
-    settings.ACKBOARD_STREAMS = (prefix + "*",)
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
-    )
-    client.force_login(user)
-    return client
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_settings")]
 
 
 def _field_names(page: str) -> list[str]:

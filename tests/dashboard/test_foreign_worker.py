@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -25,7 +24,7 @@ from queue_core.keys import ORIGIN_ID_FIELD, stream_keys
 from tests.factories import add_entries, make_group
 from tests.html import element_text, table_rows
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_settings")]
 
 GROUP = "reviewers"
 CONSUMER = "review-worker-7"
@@ -33,19 +32,6 @@ CONSUMER = "review-worker-7"
 
 class DiffUnavailable(Exception):
     pass
-
-
-@pytest.fixture
-def viewer(client: Client, django_user_model: Any, settings: Any, redis_url: str,
-           prefix: str) -> Client:  # fmt: skip
-    settings.ACKBOARD_REDIS_URL = redis_url
-    settings.ACKBOARD_STREAMS = (prefix + "*",)
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
-    )
-    client.force_login(user)
-    return client
 
 
 def foreign_loop_pass(r: redis.Redis, stream: str, handle: Any) -> dict[str, Any]:

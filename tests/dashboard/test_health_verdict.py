@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import redis
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -25,7 +24,7 @@ from queue_core.keys import stream_keys
 from queue_core.types import ConsumerInfo
 from tests.factories import make_group
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_settings")]
 
 T = 60_000
 NOW = 10_000_000
@@ -168,20 +167,6 @@ def _fail(stream: str, group: str, n: int) -> None:
         )
         for i in range(n)
     )
-
-
-@pytest.fixture
-def viewer(
-    client: Client, django_user_model: Any, settings: Any, redis_url: str, prefix: str
-) -> Client:
-    settings.ACKBOARD_REDIS_URL = redis_url
-    settings.ACKBOARD_STREAMS = (prefix + "*",)
-    user = django_user_model.objects.create_user("viewer", password="pw")
-    user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="dashboard", codename="view_queues")
-    )
-    client.force_login(user)
-    return client
 
 
 def _both(viewer: Client, stream: str, group: str) -> tuple[tuple[str, str], tuple[str, str]]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from queue_core.types import ConsumerInfo, GroupDetail, StreamSummary
+from queue_core.validation import entry_id_ms
 
 
 class GroupState(StrEnum):
@@ -110,10 +111,6 @@ def worst_state(states: Iterable[GroupState]) -> GroupState:
     return max(states, key=_SEVERITY.index, default=GroupState.OK)
 
 
-def _id_ms(entry_id: str) -> int:
-    return int(entry_id.partition("-")[0])
-
-
 def group_health(
     *,
     stream: str,
@@ -132,7 +129,7 @@ def group_health(
     """
     judged = tuple(ConsumerHealth(c, c.idle_ms < stuck_after_ms) for c in consumers)
     waited = pending > 0 or (
-        waiting_id is not None and now_ms - _id_ms(waiting_id) >= stuck_after_ms
+        waiting_id is not None and now_ms - entry_id_ms(waiting_id) >= stuck_after_ms
     )
     stuck = any(c.holds_stuck for c in judged)
     no_live = waited and not any(c.seen for c in judged)

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from queue_core.bounded_json import json_read
+from queue_core.validation import entry_id_ms
 
 #: How deep ``Job.json`` reads by default: far deeper than payloads nest in practice, and
 #: far enough from Python's recursion limit (1000 frames) for a handler's own stack.
@@ -138,7 +139,7 @@ class StreamEntry:
 
     @property
     def created_ms(self) -> int:
-        return int(self.id.partition("-")[0])
+        return entry_id_ms(self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +192,7 @@ class StreamSummary:
     def oldest_pending_ms(self) -> int | None:
         if self.oldest_pending_id is None:
             return None
-        return int(self.oldest_pending_id.partition("-")[0])
+        return entry_id_ms(self.oldest_pending_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +313,7 @@ class GroupDetail:
     def oldest_pending_ms(self) -> int | None:
         if self.oldest_pending_id is None:
             return None
-        return int(self.oldest_pending_id.partition("-")[0])
+        return entry_id_ms(self.oldest_pending_id)
 
     def undelivered_age_s(self, now_ms: int) -> float | None:
         """Seconds the oldest undelivered entry has waited at ``now_ms`` (None: none waits)."""

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from dashboard.models import IndexedFailure
 from queue_core.fingerprint import fingerprint
+from queue_core.validation import entry_id_ms
 
 #: Text caps, so one oversized record cannot make its whole batch fail on a strict database.
 MESSAGE_CAP = 4_000
@@ -131,7 +132,7 @@ def _duration_parse(value: str) -> tuple[float | None, str | None]:
 def _failed_at_parse(value: str | None, source_id: str) -> tuple[datetime, str | None]:
     """When the attempt failed; the record's own stream id (its write time) stands in
     when ``failed_at_ms`` is absent or not a time."""
-    fallback = _ms_datetime(int(source_id.partition("-")[0]))
+    fallback = _ms_datetime(entry_id_ms(source_id))
     if value is None:
         return fallback, None
     try:

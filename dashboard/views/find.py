@@ -44,13 +44,12 @@ from queue_core import payload_search
 from queue_core.errors import not_a_group
 from queue_core.keys import MAX_NAME_LENGTH, CrossSlotName
 from queue_core.payload_search import SearchQuery, SearchSlice
-from queue_core.validation import entry_id_after, entry_id_check
+from queue_core.validation import ID_PART_MAX, entry_id_after, entry_id_check, entry_id_ms
 
 WHERE = ("stream", "dlq", "pending")
 SEARCH_MAX_MATCHES = 50
 _TIME = re.compile(r"\A(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?Z?\Z")
 _ID = re.compile(r"\A\d{1,20}(-\d{1,20})?\Z")
-_U64 = 2**64 - 1
 
 
 def _redacted(name: str) -> bool:
@@ -201,8 +200,8 @@ def time_to_ms(text: str) -> int:
     Raises ValueError saying what is expected."""
     text = text.strip()
     if _ID.match(text):
-        ms = int(text.partition("-")[0])
-        if ms > _U64:
+        ms = entry_id_ms(text)
+        if ms > ID_PART_MAX:
             raise ValueError("that id or time is out of range")
         return ms
     match = _TIME.match(text)
@@ -248,7 +247,7 @@ def time_jump(request: HttpRequest, stream: str) -> HttpResponse:
         url = reverse("dashboard:dlq", args=[stream]) + "?" + urlencode({"before": f"{ms}-0"})
         url += "#dlq-table"
     else:
-        params = {"start": f"{ms - 1}-{_U64}"} if ms > 0 else {}
+        params = {"start": f"{ms - 1}-{ID_PART_MAX}"} if ms > 0 else {}
         url = reverse("dashboard:group-detail", args=[stream, group])
         url += ("?" + urlencode(params) if params else "") + "#pending-table"
     return HttpResponseRedirect(url)

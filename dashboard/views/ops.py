@@ -52,6 +52,7 @@ from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import summary_health
 from queue_core.types import StreamOverview
+from queue_core.validation import entry_id_ms
 
 #: How long one collection is served to every scraper.
 METRICS_TTL_S = 1.0
@@ -153,7 +154,7 @@ class _OverviewCollector(Collector):
                     lag.add_metric(labels, g.lag)
                 age = 0.0
                 if g.oldest_pending_id:
-                    created = int(g.oldest_pending_id.partition("-")[0])
+                    created = entry_id_ms(g.oldest_pending_id)
                     age = max(0.0, (self.now_ms - created) / 1000)
                 oldest.add_metric(labels, age)
         yield from (length, dlq, failures, pending, lag, oldest, consumers)

@@ -52,7 +52,7 @@ from queue_core.types import (
     StreamEntry,
     StreamSummary,
 )
-from queue_core.validation import MAX_IDLE_MS, entry_id_check
+from queue_core.validation import MAX_IDLE_MS, entry_id_check, entry_id_ms
 
 _DIGITS = re.compile(r"\A\d{1,15}\Z")
 #: Idle presets offered by the group page's filter, in seconds.
@@ -162,7 +162,7 @@ def _summary_verdict(
                 g.name,
                 g.consumers,
                 g.lag,
-                int(g.oldest_pending_id.partition("-")[0]) if g.oldest_pending_id else None,
+                entry_id_ms(g.oldest_pending_id) if g.oldest_pending_id else None,
             )
             for g in s.group_stats
         ],
@@ -464,7 +464,7 @@ def _dead_letter_since_ms(entry_id: str, groups: list[str], failures: list[Any])
     """The earliest instant a dead letter of the entry from any of ``groups`` can carry:
     the entry's own time, or for a group with recorded failures its last failure (a
     worker moves an entry after its last failed attempt), less ``CLOCK_SKEW_MS``."""
-    entry_ms = int(entry_id.partition("-")[0])
+    entry_ms = entry_id_ms(entry_id)
     last: dict[str, int] = {}
     for f in failures:
         last[f.group] = max(last.get(f.group, 0), int(f.failed_at.timestamp() * 1000))

@@ -48,7 +48,7 @@ from tests.redis_server import RedisServer
 
 STREAM = "bench:charts:s000"
 GROUP = "billing"
-#: (tier, step s, rows): the sampler's tiers at their retention (dashboard.rates.models).
+#: (tier, step s, rows): the sampler's tiers at their retention (dashboard.insight.rates.models).
 TIERS = ((0, 10, 8_640), (1, 60, 10_080), (2, 600, 12_960))
 GOAL_MS = 50.0
 
@@ -128,7 +128,7 @@ def measure_cold(
     """Like ``measure``, but a new sample lands before each request (as every sampler tick
     does), so the chart is computed, not served from the process's cache. With ``afresh``
     (a tier), the newest row of that tier is also rewritten, so the chart's kept main-tier
-    columns (``dashboard.rates.series.chart_columns``) no longer match and are read afresh:
+    columns (``dashboard.insight.rates.series.chart_columns``) no longer match and are read afresh:
     the cost of a chart's first view in a process."""
     pages: list[float] = []
     healths: list[float] = []

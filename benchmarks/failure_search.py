@@ -146,7 +146,7 @@ def fill(n: int, now: datetime) -> None:
 
 def median_ms(fn: Callable[[], Any], runs: int) -> tuple[float, bool]:
     """The median time of ``fn`` and whether it was cut off as too broad."""
-    from dashboard.failure_index import SearchTooBroad
+    from dashboard.insight.failure_index import SearchTooBroad
 
     def once() -> bool:
         try:
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace, *, engine: str | None) -> int:
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from dashboard.failure_index import (
+    from dashboard.insight.failure_index import (
         FailureFilter,
         failure_history,
         failure_search,
@@ -304,7 +304,7 @@ def run(args: argparse.Namespace, *, engine: str | None) -> int:
 def ingest_throughput(n: int) -> None:
     from django.db import transaction
 
-    from dashboard.failure_index import failure_record_parse, failures_ingest
+    from dashboard.insight.failure_index import failure_record_parse, failures_ingest
     from dashboard.models import IndexedFailure
     from queue_core.connection import connect
     from queue_core.keys import stream_keys

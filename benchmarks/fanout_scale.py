@@ -2,7 +2,7 @@
 how fast, and what does it cost the server and Redis?
 
 Starts a private redis-server and the production web process (``server_command``; by
-default ``dashboard.serve``'s command line of the production server), logs in over
+default ``dashboard.runtime.serve``'s command line of the production server), logs in over
 HTTP, and opens N WebSockets on one group page's surface (a lean RFC 6455 client on
 epoll, in a child process, so the clients' own work neither delays the writer's clock
 nor passes for the server's latency). Then it writes M times to the watched stream at a
@@ -57,13 +57,13 @@ from pathlib import Path
 
 import redis
 
-from dashboard.serve import DEFAULT_SERVER, SERVERS, server_argv
+from dashboard.runtime.serve import DEFAULT_SERVER, SERVERS, server_argv
 from tests.browser.server import LiveServer, seed
 from tests.redis_server import RedisServer
 
 
 def server_command_of(server: str = DEFAULT_SERVER) -> str:
-    """The production command line of ``server`` (``dashboard.serve``), with ``{python}``
+    """The production command line of ``server`` (``dashboard.runtime.serve``), with ``{python}``
     and ``{port}`` left to fill in."""
     return shlex.join(server_argv(server, host="127.0.0.1", port="{port}", python="{python}"))
 

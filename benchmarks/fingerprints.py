@@ -204,7 +204,7 @@ def run(args: argparse.Namespace, *, engine: str | None, redis_url: str) -> int:
     from django.test import Client
     from django.test.utils import setup_test_environment
 
-    from dashboard.failure_index import FailureFilter, causes, failure_search
+    from dashboard.insight.failure_index import FailureFilter, causes, failure_search
     from queue_core.connection import connect
 
     call_command("migrate", verbosity=0)

@@ -1,7 +1,7 @@
 """What open group pages add to each live poll for fleet control.
 
 Each open group page's live signature includes its fleet stamp
-(``dashboard.fleet.fleet_stamps``): a GET of the group's pause and an HGETALL of its
+(``dashboard.insight.fleet.fleet_stamps``): a GET of the group's pause and an HGETALL of its
 workers' heartbeats, pipelined in one round trip for all open groups, then compared as
 returned (a regex takes each live worker's ``seen_ms`` out; nothing is parsed). This
 writes W heartbeats in each of G groups on a private redis-server (or --url, keys under
@@ -29,7 +29,7 @@ django.setup()
 import redis  # noqa: E402
 
 from benchmarks._common import redis_for_benchmark, server_version  # noqa: E402
-from dashboard.fleet import _replies, fleet_stamps, fleets_read  # noqa: E402
+from dashboard.insight.fleet import _replies, fleet_stamps, fleets_read  # noqa: E402
 from queue_core import control  # noqa: E402
 from queue_core.keys import stream_keys  # noqa: E402
 

@@ -1,6 +1,6 @@
 """What does one hostile payload cost to show, on the entry page and in a table preview?
 
-Times ``dashboard.payloads.field_view`` (entry and dead-letter pages) on 2 MB JSON values
+Times ``dashboard.views.payloads.field_view`` (entry and dead-letter pages) on 2 MB JSON values
 of the worst shapes found (JSON nested a million deep, a flat array of a million numbers,
 100k tiny JSON documents in strings, 100k of them naming a secret, one string of a
 million backslashes, 4000-digit numbers, invalid JSON full of ``\\u`` escapes or
@@ -25,7 +25,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 django.setup()
 
-from dashboard import payloads  # noqa: E402
+from dashboard.views import payloads  # noqa: E402
 
 MB2 = payloads.PRETTY_JSON_BYTES - 16
 KB256 = payloads.PREVIEW_JSON_BYTES - 16

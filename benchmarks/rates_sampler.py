@@ -44,8 +44,8 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from benchmarks._common import redis_for_benchmark, server_version  # noqa: E402
-from dashboard.rates.models import RateSample  # noqa: E402
-from dashboard.rates.sampler import Sampler  # noqa: E402
+from dashboard.insight.rates.models import RateSample  # noqa: E402
+from dashboard.insight.rates.sampler import Sampler  # noqa: E402
 from queue_core import selectors  # noqa: E402
 
 PREFIX = "bench:rates:"

@@ -1,7 +1,7 @@
 """How fast are the pages and sockets end to end, the way a user meets them?
 
 Starts a private redis-server and the production web process as a process
-(``dashboard.serve``: the chosen ASGI server, production settings with DEBUG off,
+(``dashboard.runtime.serve``: the chosen ASGI server, production settings with DEBUG off,
 ``DJANGO_HTTPS=0`` on loopback, the real channel layers) over a private SQLite database
 in a temp ``ACKBOARD_HOME`` with one user who holds the operator role (view_queues and
 every action; not a superuser). It logs in through the login form (session cookie) and
@@ -56,7 +56,7 @@ from typing import Any
 
 import redis
 
-from dashboard.serve import DEFAULT_SERVER, SERVERS, server_argv
+from dashboard.runtime.serve import DEFAULT_SERVER, SERVERS, server_argv
 from tests.browser.server import LiveServer
 from tests.redis_server import RedisServer
 
@@ -310,7 +310,7 @@ def web_process(
 ) -> Iterator[LiveServer]:
     """The production web process over a fresh database with one operator; stopped after.
 
-    ``server`` is a name from ``dashboard.serve.SERVERS``, optionally with extra flags
+    ``server`` is a name from ``dashboard.runtime.serve.SERVERS``, optionally with extra flags
     after ``+`` (``uvicorn+--ws-per-message-deflate=true``) to compare a variant. ``env``
     adds to its environment (``DATABASE_URL`` for ``--db postgres``).
     """
@@ -441,7 +441,7 @@ def overview_ready(browser: Browser, count: int, timeout: float = 180.0) -> floa
     """Seconds until the overview's stream index lists all ``count`` streams.
 
     The index is built by the first request and completed by a background refresher
-    (dashboard.stream_index); the figures are taken once it is complete, as a user who
+    (dashboard.insight.stream_index); the figures are taken once it is complete, as a user who
     opens the page a minute after the process started meets it.
     """
     began = time.monotonic()

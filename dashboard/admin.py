@@ -1,6 +1,6 @@
 """The Django admin's part of Ackboard: issuing and revoking API tokens.
 
-Owns ``ApiTokenAdmin``. Adding a token generates its secret (``dashboard.api_tokens``)
+Owns ``ApiTokenAdmin``. Adding a token generates its secret (``dashboard.access.api_tokens``)
 and shows it once, on the page the add answers with: it is never stored, and never put
 in a message, which would keep it in a cookie or the session until shown. Revoking is an
 admin action (rows stay, for the record); a token's user and name cannot be edited after
@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from dashboard.api_tokens import token_issue
+from dashboard.access.api_tokens import token_issue
 from dashboard.models import ApiToken
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ class DashboardConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The rates history's model lives in its own package (dashboard.rates.models).
-        from dashboard.rates import models as _rates_models  # noqa: F401
-        from dashboard.rates import sampler
+        # The rates history's model lives in its own package (dashboard.insight.rates.models).
+        from dashboard.insight.rates import models as _rates_models  # noqa: F401
+        from dashboard.insight.rates import sampler
         from dashboard.redrive import models as _redrive_models  # noqa: F401
 
         # The sampler thread starts with this process's first request (a web process),

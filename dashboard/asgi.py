@@ -26,7 +26,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from dashboard import routing  # noqa: E402
-from dashboard.origin import SiteOriginValidator  # noqa: E402
+from dashboard.access.origin import SiteOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

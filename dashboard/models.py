@@ -66,7 +66,8 @@ class AuditEvent(models.Model):
 
 
 class IndexedFailure(models.Model):
-    """One failed handler attempt as a row of the failure index (``dashboard.failure_index``).
+    """One failed handler attempt as a row of the failure index
+    (``dashboard.insight.failure_index``).
 
     The ingestor copies it from a ``{S}:failures`` record, which a worker wrote from a
     ``queue_core.failures.FailureRecord``; the row outlives the stream's cap.
@@ -113,7 +114,7 @@ class IndexedFailure(models.Model):
 
 
 class ApiToken(models.Model):
-    """A user's secret for the JSON API (``dashboard.api_tokens``), issued and revoked by an
+    """A user's secret for the JSON API (``dashboard.access.api_tokens``), issued and revoked by an
     admin. Only a SHA-256 of the secret is stored; ``key_id`` is its public, unique part,
     which finds the row and names the token in lists. A revoked token stays, for the record.
     """

@@ -140,18 +140,18 @@ MIDDLEWARE = [
     # response, session cookies are SameSite=Lax (no cross-site subresource requests carry
     # them), and this middleware pads each answer with random-length bytes (Django's
     # "Heal The Breach" mitigation). Static files stay WhiteNoise's, above. Django's
-    # middleware at a cheaper compression level (dashboard/middleware.py).
-    "dashboard.middleware.GZipMiddleware",
+    # middleware at a cheaper compression level (dashboard/runtime/middleware.py).
+    "dashboard.runtime.middleware.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # The user's permissions in one SQL statement instead of ModelBackend's two ORM queries.
-    "dashboard.middleware.PermissionsMiddleware",
+    "dashboard.runtime.middleware.PermissionsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "dashboard.middleware.RedisErrorMiddleware",
+    "dashboard.runtime.middleware.RedisErrorMiddleware",
     # Last, as axes documents: it turns a lockout flagged during the login into the 429 page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -202,8 +202,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Django's SQLite backend, keeping closed connections for the next request: under
     # ASGI each request runs in a thread of its own, so a persistent connection was never
     # reused and each page paid a new connection and SQLite's parse of the whole schema
-    # (dashboard/sqlite3/base.py). CONN_MAX_AGE 0 hands each back at its request's end.
-    DATABASES["default"]["ENGINE"] = "dashboard.sqlite3"
+    # (dashboard/runtime/sqlite3/base.py). CONN_MAX_AGE 0 hands each back at its request's end.
+    DATABASES["default"]["ENGINE"] = "dashboard.runtime.sqlite3"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 #: Most PostgreSQL connections one process keeps open (its pool's size); 0: no pool (behind
 #: PgBouncer, say), a connection per request.
@@ -318,7 +318,7 @@ ACKBOARD_OPERATOR_CONSUMER = os.environ.get("ACKBOARD_OPERATOR_CONSUMER", "ackbo
 ACKBOARD_FAILURE_RETENTION_DAYS = _int("ACKBOARD_FAILURE_RETENTION_DAYS", 30)
 #: Time budget of one failure search, in ms; a broader search is stopped with a message.
 ACKBOARD_FAILURE_SEARCH_MS = _int("ACKBOARD_FAILURE_SEARCH_MS", 1500)
-#: Whether web processes run the rates sampler thread (dashboard.rates.sampler): one per
+#: Whether web processes run the rates sampler thread (dashboard.insight.rates.sampler): one per
 #: deployment samples at a time, whoever holds its Redis lease; ``manage.py sample_rates``
 #: runs it standalone instead (then set this to 0 on the web processes).
 ACKBOARD_SAMPLER = _flag("ACKBOARD_SAMPLER", True)
@@ -464,7 +464,7 @@ AXES_RESET_ON_SUCCESS = True
 #: attempt row (axes appends each attempt's form data to it) nor extends the wait.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-AXES_CLIENT_IP_CALLABLE = "dashboard.login_throttle.client_ip"
+AXES_CLIENT_IP_CALLABLE = "dashboard.access.login_throttle.client_ip"
 
 _LOG_LEVEL = os.environ.get("ACKBOARD_LOG_LEVEL", "INFO").strip().upper() or "INFO"
 if _LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
@@ -477,8 +477,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "filters": {
-        "library_outage": {"()": "dashboard.log_filters.LibraryOutage"},
-        "client_error_line": {"()": "dashboard.log_filters.ClientErrorLine"},
+        "library_outage": {"()": "dashboard.runtime.log_filters.LibraryOutage"},
+        "client_error_line": {"()": "dashboard.runtime.log_filters.ClientErrorLine"},
     },
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
@@ -490,7 +490,7 @@ LOGGING = {
         "channels_redis.pubsub": {"filters": ["library_outage"]},
         "channels_redis.core": {"filters": ["library_outage"]},
         # Django logs each 403 (and other 4xx) it answers for an exception with the whole
-        # traceback: one line each instead (dashboard/log_filters.py).
+        # traceback: one line each instead (dashboard/runtime/log_filters.py).
         "django.request": {"filters": ["client_error_line"]},
     },
 }

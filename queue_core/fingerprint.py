@@ -30,7 +30,7 @@ Normalization rules (``message_normalize``), applied in this order:
 
 ``NORMALIZATION_VERSION`` names these rules. A change to them changes the fingerprints
 of stored failures too: it comes with a data migration that re-fingerprints the rows
-whose stored fingerprint differs (``dashboard.failure_index.backfill``), so old and new
+whose stored fingerprint differs (``dashboard.insight.failure_index.backfill``), so old and new
 attempts of one cause keep sharing it.
 
 The top frame (``top_frame``) is the innermost ``File "…", line N, in f`` of the

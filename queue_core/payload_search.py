@@ -28,7 +28,7 @@ Matching rules (documented in docs/failure-loop.md, "Find entries by content and
   ``bounded_json.MAX_DEPTH`` is refused (ValueError, a 400). ``true`` never equals ``1``.
 
 It never writes to Redis and never imports Django; the dashboard decides which fields may
-be searched (redaction) and renders the matches through ``dashboard.payloads``.
+be searched (redaction) and renders the matches through ``dashboard.views.payloads``.
 Cost: per call, at most ``ceil(max_entries / chunk)`` round trips (two per chunk for the
 pending scan), each O(log n + chunk) in Redis, and the matching's CPU, bounded by
 ``max_ms`` checked entry by entry.

@@ -129,7 +129,7 @@ def add_failure(r: redis.Redis, stream: str, entry_id: str = "1-0", **overrides:
 
 def ingest_pending(r: redis.Redis, stream: str) -> int:
     """Records of ``stream``'s failures companion read by the ingestor but not yet acked."""
-    from dashboard.failure_index import INGEST_GROUP
+    from dashboard.insight.failure_index import INGEST_GROUP
 
     return int(r.xpending(stream_keys(stream).failures, INGEST_GROUP)["pending"])
 

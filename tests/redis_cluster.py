@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from dashboard.devredis import system_redis_server
+from dashboard.management.devredis import system_redis_server
 from tests.redis_server import HOW_TO_GET_ONE, RedisUnavailable
 
 #: The cluster bus listens on the client port + this offset (fixed by Redis).

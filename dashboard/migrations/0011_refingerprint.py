@@ -1,7 +1,7 @@
 """Failure fingerprints under the second normalization (``queue_core.fingerprint``,
 ``NORMALIZATION_VERSION`` 2: e-mail addresses, URL query strings and IP addresses are
 values): every stored row whose fingerprint differs is given the new one
-(``dashboard.failure_index.backfill``), so old and new attempts of one cause share it.
+(``dashboard.insight.failure_index.backfill``), so old and new attempts of one cause share it.
 
 No schema change. Reversing leaves the new fingerprints (the old rules are gone).
 """
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import migrations
 
-from dashboard.failure_index.backfill import fingerprints_refresh
+from dashboard.insight.failure_index.backfill import fingerprints_refresh
 
 
 def refingerprint(apps: Any, schema_editor: Any) -> None:

@@ -15,9 +15,9 @@ from argparse import ArgumentParser
 
 from django.contrib.auth.models import User
 
-from dashboard.cli_table import Options, Subcommand, single
-from dashboard.connection import get_redis
+from dashboard.management.table import Options, Subcommand, single
 from dashboard.redrive import service
+from dashboard.runtime.connection import get_redis
 from dashboard.views.remote import Answer
 
 

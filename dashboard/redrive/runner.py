@@ -38,7 +38,7 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.audit import audit_record
+from dashboard.access.audit import audit_record
 from dashboard.redrive.models import RedriveJob
 from dashboard.redrive.selection import RedriveFilter, pages
 from queue_core.connection import Client

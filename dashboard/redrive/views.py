@@ -28,10 +28,10 @@ from django.urls import URLPattern, path, re_path, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.connection import get_redis
-from dashboard.permissions import VIEW_QUEUES
+from dashboard.access.permissions import VIEW_QUEUES
 from dashboard.redrive import service
 from dashboard.redrive.models import RedriveJob
+from dashboard.runtime.connection import get_redis
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.api import _body, api_view  # the API's own auth and body rules
 from dashboard.views.remote import Answer

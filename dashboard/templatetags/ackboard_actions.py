@@ -1,7 +1,7 @@
 """Template helpers for the operator-action includes, which the page views do not feed.
 
 ``{% entry_audit_events stream entry_id as events %}`` runs one indexed SQL query (see
-``dashboard.audit.audit_for_entry``); ``{% operator_consumer %}`` is Claim's default
+``dashboard.access.audit.audit_for_entry``); ``{% operator_consumer %}`` is Claim's default
 target; ``{% row_urls %}`` the pending table's URL prefixes; ``{% confirmdialog %}`` is
 the one confirm dialog; ``{% action_explain %}`` is
 what each action does, in one line, from ``EXPLAIN``, the one place that says it. Nothing
@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from dashboard.audit import audit_for_entry
+from dashboard.access.audit import audit_for_entry
 from dashboard.models import AuditEvent
 
 register = template.Library()

@@ -7,7 +7,7 @@ node renders (names, links, filters, the health lines): most of the page's time,
 escaped once, and the URL prefixes are reversed once per table, so a 50-row page renders
 in a few ms. The table around the rows stays in ``templates/dashboard/overview.html``
 (partial ``stream-table``), which the page, its htmx swap and its live push all render.
-The badge is ``dashboard.health.verdict_html`` in a row and in ``verdict_badge`` (the group
+The badge is ``dashboard.insight.health.verdict_html`` in a row and in ``verdict_badge`` (the group
 page's), so both pages show a verdict and its reason with the same markup.
 
 Every value put into the markup goes through ``html.escape`` (what Django's ``escape``
@@ -26,10 +26,10 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from dashboard.converters import name_problem, name_segment
-from dashboard.health import BAD, verdict_html
+from dashboard.insight.health import BAD, verdict_html
 from dashboard.templatetags.ackboard import age_span
 from dashboard.templatetags.ackboard_rates import overview_lag_extra
+from dashboard.views.converters import name_problem, name_segment
 
 register = template.Library()
 
@@ -116,6 +116,6 @@ def overview_rows(rows: Iterable[Any], drains: Mapping[str, Any] | None = None) 
 
 @register.simple_tag
 def verdict_badge(verdict: Any) -> SafeString:
-    """A ``dashboard.health`` verdict's badge with its reason beside it (the overview's
+    """A ``dashboard.insight.health`` verdict's badge with its reason beside it (the overview's
     rows use the same markup)."""
     return mark_safe(verdict_html(verdict))  # verdict_html escapes every value

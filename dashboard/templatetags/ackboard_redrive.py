@@ -16,10 +16,10 @@ from typing import Any
 import redis
 from django import template
 
-from dashboard.connection import get_redis
 from dashboard.redrive import canary
 from dashboard.redrive.models import RedriveJob
 from dashboard.redrive.service import PERMISSION
+from dashboard.runtime.connection import get_redis
 
 register = template.Library()
 

@@ -41,7 +41,6 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from dashboard.converters import name_problem, name_segment
 from dashboard.templatetags.ackboard import (
     copy_button,
     duration_span,
@@ -50,6 +49,7 @@ from dashboard.templatetags.ackboard import (
     since_span,
 )
 from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_ms, row_urls
+from dashboard.views.converters import name_problem, name_segment
 
 register = template.Library()
 

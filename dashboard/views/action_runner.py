@@ -40,9 +40,9 @@ from django_htmx.http import (
     trigger_client_event,
 )
 
-from dashboard.audit import audit_record
-from dashboard.converters import name_problem
-from dashboard.forms import ActionForm
+from dashboard.access.audit import audit_record
+from dashboard.views.converters import name_problem
+from dashboard.views.forms import ActionForm
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.keys import CrossSlotName, stream_keys, stream_visible
 from queue_core.types import ActionRefused

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dashboard.forms import ActionForm, Target, TargetForm
-from dashboard.permissions import action_permission
+from dashboard.access.permissions import action_permission
 from dashboard.views.action_runner import ActionRequest, ActionResult
+from dashboard.views.forms import ActionForm, Target, TargetForm
 from queue_core.connection import Client
 
 #: What a row acts on, which picks its route, its audit fields and its state-before read
@@ -60,7 +60,7 @@ class Call:
 class Action:
     """One operator action: a row of ``ACTIONS``."""
 
-    #: The URL slug, the key of its permission (``dashboard.permissions``), the audit
+    #: The URL slug, the key of its permission (``dashboard.access.permissions``), the audit
     #: row's action, the CLI subcommand and the API's action.
     name: str
     #: What it acts on: one of ``KINDS``.

@@ -5,8 +5,8 @@ Acknowledge), on one dead-lettered entry (Replay, Delete), on a whole dead-lette
 stream (Purge), on a consumer group (Pause, Resume, Retire idle consumers, Delete group,
 Reset position), on one consumer (Retire) or on a stream (Create group, Trim). A row
 (``dashboard.views.action_table.Action``) names the action (its URL slug, its
-permission's key in ``dashboard.permissions`` and its audit name), what it acts on
-(``action_table.KINDS``), the form that parses its POST (``dashboard.forms``) and the
+permission's key in ``dashboard.access.permissions`` and its audit name), what it acts on
+(``action_table.KINDS``), the form that parses its POST (``dashboard.views.forms``) and the
 one service call that does it, with the message it answers: a new action is one row,
 one service and one button. The fleet's rows live in ``dashboard.views.fleet_actions``
 and group administration's in ``dashboard.views.admin_actions`` (their ``ROWS``, merged
@@ -40,18 +40,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from dashboard.connection import get_redis
-from dashboard.converters import name_problem
-from dashboard.failure_index import last_failures
-from dashboard.forms import (
-    MAX_CONSUMER_LENGTH,
-    AcknowledgeForm,
-    ActionForm,
-    ClaimForm,
-    DeadLetterForm,
-    PurgeForm,
-    Target,
-)
+from dashboard.insight.failure_index import last_failures
+from dashboard.runtime.connection import get_redis
 from dashboard.views import admin_actions, fleet_actions
 from dashboard.views.action_runner import (
     ActionRequest,
@@ -69,6 +59,16 @@ from dashboard.views.action_runner import (
     run,
 )
 from dashboard.views.action_table import TARGET_KINDS, Action, Call
+from dashboard.views.converters import name_problem
+from dashboard.views.forms import (
+    MAX_CONSUMER_LENGTH,
+    AcknowledgeForm,
+    ActionForm,
+    ClaimForm,
+    DeadLetterForm,
+    PurgeForm,
+    Target,
+)
 from dashboard.views.htmx import HtmxHttpRequest
 from dashboard.views.pages import PendingFilters, pending_rows_view
 from queue_core import selectors, services

@@ -1,7 +1,7 @@
 """Group administration: Create group, Delete group, Reset position, Trim.
 
 Owns four rows of the action table (``ROWS``, merged into
-``dashboard.views.actions.ACTIONS``: a permission, a form from ``dashboard.admin_forms``,
+``dashboard.views.actions.ACTIONS``: a permission, a form from ``dashboard.views.admin_forms``,
 the state before, one ``queue_core.admin`` call and its message each) and the dry runs
 of the two that touch many entries, Reset position and Trim. A dry run is its own route
 (``PATTERNS``: ``reset-preview``, ``trim-preview``) for the pages, and ``DRY_RUNS`` for
@@ -44,16 +44,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
-from dashboard.admin_forms import (
-    CreateGroupForm,
-    DeleteGroupForm,
-    PositionForm,
-    ResetPositionForm,
-    TrimForm,
-)
-from dashboard.connection import get_redis
-from dashboard.forms import ActionForm, Target
 from dashboard.models import AuditEvent
+from dashboard.runtime.connection import get_redis
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -68,6 +60,14 @@ from dashboard.views.action_runner import (
     respond,
 )
 from dashboard.views.action_table import Action, Call
+from dashboard.views.admin_forms import (
+    CreateGroupForm,
+    DeleteGroupForm,
+    PositionForm,
+    ResetPositionForm,
+    TrimForm,
+)
+from dashboard.views.forms import ActionForm, Target
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import admin, selectors
 from queue_core.keys import CrossSlotName

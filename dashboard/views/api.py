@@ -1,7 +1,7 @@
 """The JSON API: every operator action for scripts, as a token's user.
 
 Owns the ``/api/v1/`` routes: authentication by a per-user token
-(``Authorization: Bearer ackb_…``, see ``dashboard.api_tokens``), parsing a JSON body
+(``Authorization: Bearer ackb_…``, see ``dashboard.access.api_tokens``), parsing a JSON body
 into the fields a button posts, and JSON answers with their status codes: 400 bad input,
 401 no or bad token, 403 no permission, 404 unknown action, stream, group or entry, 405
 wrong method, 409 changed or refused by a guard, 503 Redis or the database down. Never
@@ -33,9 +33,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
-from dashboard.api_tokens import token_authenticate
-from dashboard.middleware import redis_problem
-from dashboard.permissions import ACTION_PERMISSIONS, may_act
+from dashboard.access.api_tokens import token_authenticate
+from dashboard.access.permissions import ACTION_PERMISSIONS, may_act
+from dashboard.runtime.middleware import redis_problem
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
 from dashboard.views.remote import Answer, Fields, action_answer, bulk_answer, refusal

@@ -15,9 +15,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard.audit import AuditFilter, audit_list
+from dashboard.access.audit import AuditFilter, audit_list
+from dashboard.access.permissions import ACTION_PERMISSIONS, queues_view_required
 from dashboard.models import AuditEvent
-from dashboard.permissions import ACTION_PERMISSIONS, queues_view_required
 
 PAGE_SIZE = 50
 #: Spreadsheet apps run a cell that starts with one of these as a formula (CSV injection).

@@ -17,7 +17,7 @@ the same dry run and the same capped, audited step without an HTML request, for
 
 A filter may name a failure ``fingerprint`` (the Failures page's "by cause" view: act on
 a cause): the scope is then the pending entries whose last failure has that cause,
-found by ``dashboard.failure_index.cause_match`` (one indexed SQL query per 1,000 pending
+found by ``dashboard.insight.failure_index.cause_match`` (one indexed SQL query per 1,000 pending
 rows read), and the audit row names the fingerprint.
 """
 
@@ -38,17 +38,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
-from dashboard.connection import get_redis
-from dashboard.failure_index import cause_match
-from dashboard.forms import (
-    MAX_CONSUMER_LENGTH,
-    ActionForm,
-    PostedText,
-    StreamIdField,
-    StreamIdListField,
-    WholeNumberField,
-)
-from dashboard.permissions import action_permission
+from dashboard.access.permissions import action_permission
+from dashboard.insight.failure_index import cause_match
+from dashboard.runtime.connection import get_redis
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -64,6 +56,14 @@ from dashboard.views.action_runner import (
     recheck_live,
     respond,
     run,
+)
+from dashboard.views.forms import (
+    MAX_CONSUMER_LENGTH,
+    ActionForm,
+    PostedText,
+    StreamIdField,
+    StreamIdListField,
+    WholeNumberField,
 )
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import bulk, selectors

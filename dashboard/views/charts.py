@@ -8,10 +8,10 @@ add to theirs (``group_rates_context``, ``stream_rates_context``), so a page and
 push never differ.
 
 It never reads Redis and never writes anything: figures come from the sampler's stored,
-downsampled series and the audit trail (``dashboard.rates.series``, SQL only), so a chart
+downsampled series and the audit trail (``dashboard.insight.rates.series``, SQL only), so a chart
 costs the same whatever the queue's size. A 7-day range reads the 10-minute tier (about
 1,000 rows) once, then only the rows written since and the finer tiers' tail
-(``dashboard.rates.series.chart_columns`` keeps the main tier's columns per process); the
+(``dashboard.insight.rates.series.chart_columns`` keeps the main tier's columns per process); the
 JSON is cached per process until the series' next sample or the stream's next audit row
 (``chart_json``); ``benchmarks/charts.py`` times both.
 
@@ -39,11 +39,9 @@ from django.urls import URLPattern, URLResolver, path, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from dashboard.converters import name_problem
-from dashboard.models import AuditEvent
-from dashboard.permissions import queues_view_required
-from dashboard.rates.models import RateSample
-from dashboard.rates.series import (
+from dashboard.access.permissions import queues_view_required
+from dashboard.insight.rates.models import RateSample
+from dashboard.insight.rates.series import (
     FIGURES,
     Estimate,
     Point,
@@ -52,6 +50,8 @@ from dashboard.rates.series import (
     latest_point,
     point_and_estimate,
 )
+from dashboard.models import AuditEvent
+from dashboard.views.converters import name_problem
 from queue_core.keys import stream_visible
 from queue_core.types import StreamSummary
 
@@ -98,7 +98,7 @@ def chart_payload(*, stream: str, group: str, range_name: str) -> dict[str, Any]
     Columns: ``t`` (epoch s) and one list per figure, ``null`` where unknown; ``markers``
     are the operator actions in range from the audit trail. ``note`` says why nothing or
     less is drawn (too little data, Redis older than 7), else "". Cost: what
-    ``dashboard.rates.series.chart_columns`` reads (after the first call, the main tier's
+    ``dashboard.insight.rates.series.chart_columns`` reads (after the first call, the main tier's
     rows written since and the finer tiers' tail: O(tail), SQL), then O(points) copies.
     """
     range_s = RANGES[range_name]

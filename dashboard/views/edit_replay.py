@@ -18,7 +18,7 @@ SHA-256 only), so the original can always be rebuilt from the new entry and the 
 
 Fields a browser cannot round-trip, or the operator may not see, are kept as they are and
 never shown in a textarea: values that are not UTF-8 (or whose name is not), values that
-``dashboard.payloads`` redacts, and values over ``EDIT_MAX_BYTES``. They may still be
+``dashboard.views.payloads`` redacts, and values over ``EDIT_MAX_BYTES``. They may still be
 removed. A textarea turns CRLF into LF unless the original value used CRLF; an unchanged
 value (same text, or for JSON the same document) keeps its exact original bytes.
 
@@ -45,10 +45,9 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard import payloads
-from dashboard.connection import get_redis
-from dashboard.forms import ActionForm
-from dashboard.permissions import EDIT_REPLAY, queues_view_required
+from dashboard.access.permissions import EDIT_REPLAY, queues_view_required
+from dashboard.runtime.connection import get_redis
+from dashboard.views import payloads
 from dashboard.views.action_runner import (
     ActionResult,
     BadRequest,
@@ -59,6 +58,7 @@ from dashboard.views.action_runner import (
     respond,
     run,
 )
+from dashboard.views.forms import ActionForm
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import selectors
 from queue_core.bounded_json import json_read

@@ -7,7 +7,7 @@ act on them through ``dashboard.views.bulk``). The by-cause table refreshes itse
 ``CAUSES_REFRESH_S`` seconds (htmx polling of this view's own partial; the page has no
 socket), and each refresh is capped as the first load is.
 
-Thin: parse the query string, call ``dashboard.failure_index``, render. It never writes;
+Thin: parse the query string, call ``dashboard.insight.failure_index``, render. It never writes;
 only the by-cause view reads Redis (the pending lists, bounded by ``causes``), and when
 Redis is unreachable it still shows the causes, saying "pending now" is unknown.
 """
@@ -30,12 +30,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import failure_index
-from dashboard.connection import get_redis
-from dashboard.converters import name_problem
-from dashboard.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
+from dashboard.access.permissions import queues_view_required
+from dashboard.insight import failure_index
+from dashboard.insight.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
 from dashboard.models import IndexedFailure
-from dashboard.permissions import queues_view_required
+from dashboard.runtime.connection import get_redis
+from dashboard.views.converters import name_problem
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 

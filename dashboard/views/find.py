@@ -13,7 +13,7 @@ per slice; Continue resumes from the last id looked at. Redacted fields
 (``ACKBOARD_REDACT_PATTERN``) cannot be searched: a field or JSON key whose name is
 redacted is refused (400), and an entry whose searched field is redacted in part (a
 secret key inside its JSON) is never reported as a match, so a search cannot be used as
-an oracle for a hidden value. Matches are shown through ``dashboard.payloads.preview``
+an oracle for a hidden value. Matches are shown through ``dashboard.views.payloads.preview``
 (escaped, redacted, cut) like every table row.
 
 It never writes anywhere. Costs: see ``queue_core.payload_search``; the jump reads nothing.
@@ -36,9 +36,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import payloads
-from dashboard.connection import get_redis
-from dashboard.permissions import queues_view_required
+from dashboard.access.permissions import queues_view_required
+from dashboard.runtime.connection import get_redis
+from dashboard.views import payloads
 from dashboard.views.pages import _bad_input, _check_visible, _name
 from queue_core import payload_search
 from queue_core.errors import not_a_group

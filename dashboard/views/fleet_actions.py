@@ -38,17 +38,9 @@ from django.urls import URLPattern, URLResolver, path
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from dashboard.connection import get_redis
-from dashboard.fleet import pause_state, utc_text
-from dashboard.forms import (
-    IdleDryRunForm,
-    PauseForm,
-    ResumeForm,
-    RetireForm,
-    RetireIdleForm,
-    Target,
-)
-from dashboard.permissions import may_act
+from dashboard.access.permissions import may_act
+from dashboard.insight.fleet import pause_state, utc_text
+from dashboard.runtime.connection import get_redis
 from dashboard.views.action_runner import (
     ActionResult,
     BadRequest,
@@ -57,6 +49,14 @@ from dashboard.views.action_runner import (
     form_data,
 )
 from dashboard.views.action_table import Action, Call
+from dashboard.views.forms import (
+    IdleDryRunForm,
+    PauseForm,
+    ResumeForm,
+    RetireForm,
+    RetireIdleForm,
+    Target,
+)
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import admin, control
 from queue_core.connection import Client

@@ -1,7 +1,7 @@
 """Operations endpoints: ``/metrics`` (Prometheus text format) and ``/healthz``.
 
 ``/metrics`` reports, per stream and group, the same figures as the overview, for every
-stream of the process's stream index (``dashboard.stream_index``: no SCAN on a scrape),
+stream of the process's stream index (``dashboard.insight.stream_index``: no SCAN on a scrape),
 including each group's health from Redis alone (``queue_core.health``), rendered by
 prometheus-client. Up to ``ACKBOARD_METRICS_FRESH_MAX`` streams the figures are read
 fresh on each collection (two pipelined round trips, O(streams + groups + consumers):
@@ -13,7 +13,7 @@ to every scraper for ``METRICS_TTL_S``, or ``METRICS_COST_FACTOR`` times as long
 took when that is longer (about 13 s at 10,000 streams), so scrapers cost Redis one
 collection a second at most and the process a tenth of a core at most.
 
-Each group's fleet (``dashboard.fleet.FleetCollector``: per-worker up, processed and
+Each group's fleet (``dashboard.insight.fleet.FleetCollector``: per-worker up, processed and
 failed from the heartbeats, the group's pause) costs one more pipelined round trip, a GET
 and an HGETALL per group, for at most ``ACKBOARD_METRICS_FRESH_MAX`` groups; the others
 are counted in ``ackboard_fleet_groups_unread``.
@@ -43,11 +43,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from dashboard import stream_index
-from dashboard.connection import get_redis
-from dashboard.fleet import metrics_fleets
-from dashboard.permissions import VIEW_QUEUES
-from dashboard.rates.metrics import RatesCollector
+from dashboard.access.permissions import VIEW_QUEUES
+from dashboard.insight import stream_index
+from dashboard.insight.fleet import metrics_fleets
+from dashboard.insight.rates.metrics import RatesCollector
+from dashboard.runtime.connection import get_redis
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import summary_health
@@ -258,7 +258,7 @@ def metrics_text(*, client: Client) -> bytes:
                 figures_age_s=figures_age_s,
             )
         )
-        registry.register(RatesCollector(overview))  # dashboard/rates/metrics.py
+        registry.register(RatesCollector(overview))  # dashboard/insight/rates/metrics.py
         # Fleet control: a GET and an HGETALL per group, capped.
         registry.register(
             metrics_fleets(

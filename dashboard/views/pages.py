@@ -7,7 +7,7 @@ replies. Views are thin: parse and validate the URL and query (400 for malformed
 404 for names outside the allowlist or that do not exist), call one context function,
 render the page or, for htmx, the partial the request targets.
 
-This module never writes to Redis. Payload text goes through ``dashboard.payloads`` and
+This module never writes to Redis. Payload text goes through ``dashboard.views.payloads`` and
 is escaped by the templates.
 """
 
@@ -30,15 +30,15 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard import failure_index, payloads, stream_index
-from dashboard import health as verdicts
-from dashboard.connection import get_redis
-from dashboard.converters import name_problem
-from dashboard.fleet import fleet_context, fleet_queue
-from dashboard.health import StreamVerdict, Verdict
-from dashboard.permissions import queues_view_required
+from dashboard.access.permissions import queues_view_required
+from dashboard.insight import failure_index, stream_index
+from dashboard.insight import health as verdicts
+from dashboard.insight.fleet import fleet_context, fleet_queue
+from dashboard.insight.health import StreamVerdict, Verdict
+from dashboard.runtime.connection import get_redis
 from dashboard.templatetags.ackboard import since_ms
-from dashboard.views import charts, edit_replay
+from dashboard.views import charts, edit_replay, payloads
+from dashboard.views.converters import name_problem
 from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client
@@ -66,7 +66,7 @@ IDLE_PRESETS = (0, 10, 60, 300, 1800, 3600, 86400)
 class OverviewRow:
     summary: StreamSummary
     failures_last_hour: int
-    #: The badge (``dashboard.health``): the worst group's verdict, as its page shows it.
+    #: The badge (``dashboard.insight.health``): the worst group's verdict, as its page shows it.
     health: StreamVerdict
     liveness: StreamHealth
 
@@ -153,7 +153,7 @@ class DeadLetterRowView:
 def _summary_verdict(
     s: StreamSummary, failures: dict[str, int], stuck_after_ms: int, now_ms: int
 ) -> tuple[StreamHealth, StreamVerdict]:
-    """An overview row's liveness and badge (``dashboard.health``, the one rule)."""
+    """An overview row's liveness and badge (``dashboard.insight.health``, the one rule)."""
     liveness = queue_health.summary_health(summary=s, stuck_after_ms=stuck_after_ms, now_ms=now_ms)
     verdict = verdicts.summary_verdict(
         liveness=liveness,
@@ -174,7 +174,7 @@ def _summary_verdict(
 
 
 def group_page_verdict(*, detail: GroupDetail, liveness: GroupHealth, now_ms: int) -> Verdict:
-    """The group page's badge (``dashboard.health``, the one rule), with its failures in
+    """The group page's badge (``dashboard.insight.health``, the one rule), with its failures in
     the last hour counted up to the "failing" mark (one indexed SQL query, at most
     ``FAILING_PER_HOUR`` index entries read)."""
     failures = failure_index.failures_count_capped(
@@ -271,7 +271,7 @@ def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
     canonical query string, ``stream_index.OverviewQuery``: name filter, sort, page).
 
     Costs O(page), not O(streams): the names come from this process's stream index
-    (``dashboard.stream_index``; no SCAN on a request once it is built, filtering and
+    (``dashboard.insight.stream_index``; no SCAN on a request once it is built, filtering and
     ordering in memory and cached), then the page's rows are read fresh: two pipelined
     round trips (``selectors.stream_summaries``) and one SQL query for failures. Health is
     O(page + its groups + consumers) (``queue_core.health``), never O(pending). The first

@@ -30,9 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dashboard.connection import get_redis
-from dashboard.forms import IdleDryRunForm, Target
-from dashboard.permissions import may_act
+from dashboard.access.permissions import may_act
+from dashboard.runtime.connection import get_redis
 from dashboard.templatetags.ackboard import human_ms
 from dashboard.views.action_runner import (
     ActionRequest,
@@ -48,6 +47,7 @@ from dashboard.views.actions import action_run
 from dashboard.views.admin_actions import DRY_RUNS
 from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
 from dashboard.views.fleet_actions import idle_dry_run
+from dashboard.views.forms import IdleDryRunForm, Target
 from queue_core import selectors
 from queue_core.types import ActionRefused, BulkResult, BulkScope
 

@@ -1,7 +1,7 @@
 """A real Ackboard web process (the production ASGI server) and the system Chromium.
 
 Used by the browser tests and the benchmarks. The server is started exactly as in
-production (``dashboard.serve.server_argv``: the default server and its flags, unless a
+production (``dashboard.runtime.serve.server_argv``: the default server and its flags, unless a
 test names another) with its own SQLite file (migrated, one superuser, or one user with
 a role), the given Redis, and production settings over plain HTTP; it never runs in demo
 mode. Chromium is the system one: Playwright cannot download
@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from dashboard.serve import DEFAULT_SERVER, server_argv
+from dashboard.runtime.serve import DEFAULT_SERVER, server_argv
 from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
@@ -71,7 +71,7 @@ def serving(server: LiveServer) -> Iterator[LiveServer]:
 
 @dataclass
 class LiveServer:
-    """The production ASGI server (``dashboard.serve``) on a free loopback port."""
+    """The production ASGI server (``dashboard.runtime.serve``) on a free loopback port."""
 
     redis_url: str
     streams: str = "*"
@@ -86,7 +86,7 @@ class LiveServer:
     ingest_poll: float | None = None
     proc: subprocess.Popen[bytes] | None = None
     ingestor: subprocess.Popen[bytes] | None = None
-    #: Which ASGI server (``dashboard.serve.SERVERS``); production's by default.
+    #: Which ASGI server (``dashboard.runtime.serve.SERVERS``); production's by default.
     server: str = DEFAULT_SERVER
     #: Extra server options, e.g. daphne's ``("--websocket_timeout", "5")``.
     server_args: tuple[str, ...] = ()

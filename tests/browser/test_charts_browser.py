@@ -59,7 +59,7 @@ def _chart_server(own: RedisServer) -> Iterator[tuple[LiveServer, redis.Redis]]:
 
 
 def _group_page(page: Any, server: LiveServer, stream: str, group: str) -> None:
-    from dashboard.converters import name_segment
+    from dashboard.views.converters import name_segment
 
     page.goto(f"{server.url}/streams/{name_segment(stream)}/groups/{name_segment(group)}/")
 
@@ -181,7 +181,7 @@ _SEED = """
 import json
 from datetime import UTC, datetime
 from dashboard.models import AuditEvent
-from dashboard.rates.models import RateSample
+from dashboard.insight.rates.models import RateSample
 data = json.load(open({path!r}))
 # The rows sampled before the stream's counters were set to the history's do not belong.
 RateSample.objects.filter(stream=data["stream"], at__lte=data["end"]).delete()

@@ -18,7 +18,7 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
-from dashboard.serve import DEFAULT_SERVER
+from dashboard.runtime.serve import DEFAULT_SERVER
 from tests.browser.server import (
     LiveServer,
     log_problems,

@@ -15,8 +15,8 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from dashboard.access.permissions import ACTION_PERMISSIONS, JOB_ACTIONS
 from dashboard.models import AuditEvent
-from dashboard.permissions import ACTION_PERMISSIONS, JOB_ACTIONS
 from dashboard.views.actions import ACTIONS
 from queue_core.keys import REPLAY_GROUP_FIELD, stream_keys
 from queue_core.services import entry_dead_letter

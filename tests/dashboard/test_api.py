@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.api_tokens import token_issue, token_revoke
+from dashboard.access.api_tokens import token_issue, token_revoke
 from dashboard.models import ApiToken, AuditEvent
 from queue_core.keys import stream_keys
 from tests.dashboard.remote_helpers import CASE_IDS, CASES, Case, World, audit_rows, state

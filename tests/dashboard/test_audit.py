@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.audit import audit_for_entry, audit_record
+from dashboard.access.audit import audit_for_entry, audit_record
 from dashboard.models import AuditEvent
 from dashboard.views.audit import csv_cell
 from tests.factories import make_user

@@ -9,8 +9,8 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from dashboard.access.permissions import ACTION_PERMISSIONS
 from dashboard.models import AuditEvent
-from dashboard.permissions import ACTION_PERMISSIONS
 from dashboard.views.actions import ACTIONS
 from dashboard.views.bulk import BULK_ACTIONS
 from queue_core.keys import stream_keys

@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.failure_index import (
+from dashboard.insight.failure_index import (
     FailureFilter,
     cause_pending_ids,
     causes,
@@ -185,7 +185,7 @@ class BackfillTests:
 
         from django.apps import apps
 
-        from dashboard.failure_index import backfill
+        from dashboard.insight.failure_index import backfill
 
         migration: Any = import_module("dashboard.migrations.0011_refingerprint")
         addresses = ["X@example.invalid", "ann@example.invalid", "bob@mail.example"]
@@ -280,7 +280,7 @@ class ViewTests:
         self, r: redis.Redis, stream: str, make_client: MakeClient, monkeypatch: Any
     ) -> None:
         # The package's ``causes`` is the function; the module is in sys.modules.
-        causes_module = sys.modules["dashboard.failure_index.causes"]
+        causes_module = sys.modules["dashboard.insight.failure_index.causes"]
         three_causes(r, stream)
         monkeypatch.setattr(causes_module, "PENDING_SCAN", 4)
         monkeypatch.setattr(causes_module, "CAUSES_SHOWN", 2)

@@ -23,11 +23,11 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard import stream_index
+from dashboard.insight import stream_index
+from dashboard.insight.rates.models import RateSample
 from dashboard.live.registry import Surface, surface_context
 from dashboard.live.render import surface_render
 from dashboard.models import AuditEvent
-from dashboard.rates.models import RateSample
 from dashboard.views.charts import NEEDS_REDIS_7, RANGES, overview_drains
 from queue_core import selectors
 from queue_core.keys import stream_keys

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.api_tokens import token_authenticate
+from dashboard.access.api_tokens import token_authenticate
 from dashboard.models import ApiToken, AuditEvent
 from queue_core.keys import stream_keys
 from tests.dashboard.remote_helpers import CASE_IDS, CASES, Case, World, audit_rows, state

@@ -17,9 +17,9 @@ from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.connection import get_redis
-from dashboard.failure_index import failures_ingest, failures_ingest_loop
+from dashboard.insight.failure_index import failures_ingest, failures_ingest_loop
 from dashboard.models import AuditEvent, IndexedFailure
+from dashboard.runtime.connection import get_redis
 from dashboard.views import ops
 from queue_core import services
 from queue_core.connection import Client, ClusterClient

@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from dashboard.failure_index import SearchTooBroad
-from dashboard.failure_index.search import statement_budget
+from dashboard.insight.failure_index import SearchTooBroad
+from dashboard.insight.failure_index.search import statement_budget
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,7 @@
 """The one-command demo: its pieces, and the whole thing end to end in a subprocess.
 
 The demo writes fixed ``demo:`` key names, so these tests run it against private
-servers started here (dashboard.devredis), never against the shared test server.
+servers started here (dashboard.management.devredis), never against the shared test server.
 """
 
 from __future__ import annotations
@@ -26,20 +26,20 @@ from typing import Any
 import pytest
 import redis
 
-from dashboard.demo import EMAILS, ORDERS, WORKERS, demo_groups, handlers
-from dashboard.demo.handlers import flaky, normal, slow
-from dashboard.demo.producer import (
+from dashboard.management.commands.demo import Command as DemoCommand
+from dashboard.management.commands.demo import demo_keys
+from dashboard.management.commands.queue_worker import Command as QueueWorkerCommand
+from dashboard.management.demo import EMAILS, ORDERS, WORKERS, demo_groups, handlers
+from dashboard.management.demo.handlers import flaky, normal, slow
+from dashboard.management.demo.producer import (
     Producer,
     demo_groups_create,
     demo_reset,
     email_fields,
     order_fields,
 )
-from dashboard.demo.supervisor import Supervisor
-from dashboard.devredis import DevRedis, dev_redis_prepare, free_port
-from dashboard.management.commands.demo import Command as DemoCommand
-from dashboard.management.commands.demo import demo_keys
-from dashboard.management.commands.queue_worker import Command as QueueWorkerCommand
+from dashboard.management.demo.supervisor import Supervisor
+from dashboard.management.devredis import DevRedis, dev_redis_prepare, free_port
 from queue_core.keys import stream_keys
 from queue_core.parsing import fields_parse
 from queue_core.types import Job, PermanentFailure, UnparseableEntry
@@ -292,7 +292,7 @@ class SupervisorTests:
             import os, sys, time
             sys.path.insert(0, {str(ROOT)!r})
             from pathlib import Path
-            from dashboard.demo.supervisor import Supervisor
+            from dashboard.management.demo.supervisor import Supervisor
             sup = Supervisor(env=dict(os.environ), log_dir=Path({str(tmp_path)!r}), cwd=Path("."))
             print(sup.start("sleeper", ["sleep", "60"]).pid, flush=True)
             time.sleep(60)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from dashboard.devredis import (
+from dashboard.management.devredis import (
     DevRedis,
     DevRedisError,
     dev_redis_prepare,

@@ -1,4 +1,4 @@
-"""The entry page's fields are paged (dashboard.payloads.fields_page): an entry of many
+"""The entry page's fields are paged (dashboard.views.payloads.fields_page): an entry of many
 fields, or of many large values, costs one page's work; the page says how many more there
 are and links to them; the dead-letter rows and the pending table's preview are bounded
 the same way."""
@@ -13,7 +13,7 @@ import redis
 from django.test import Client
 from django.urls import reverse
 
-from dashboard import payloads
+from dashboard.views import payloads
 from queue_core.keys import stream_keys
 from tests.html import element_text
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.failure_index import FailureFilter, failure_search
+from dashboard.insight.failure_index import FailureFilter, failure_search
 from tests.factories import indexed_failure
 
 pytestmark = pytest.mark.django_db

@@ -27,8 +27,8 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.api_tokens import token_issue
-from dashboard.fleet import fleet_stamps
+from dashboard.access.api_tokens import token_issue
+from dashboard.insight.fleet import fleet_stamps
 from dashboard.live.registry import Poll, Surface
 from dashboard.models import AuditEvent
 from queue_core import admin, control
@@ -819,7 +819,7 @@ class MetricsTests:
     def test_groups_over_the_cap_are_counted_not_read(
         self, r: redis.Redis, stream: str, redis_url: str
     ) -> None:
-        from dashboard.fleet import metrics_fleets
+        from dashboard.insight.fleet import metrics_fleets
 
         counting = CountingRedis(connection_pool=redis.ConnectionPool.from_url(redis_url))
         collector = metrics_fleets(

@@ -21,7 +21,7 @@ from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.fleet import fleet_read, fleet_stamps, fleet_view
+from dashboard.insight.fleet import fleet_read, fleet_stamps, fleet_view
 from queue_core import control
 from queue_core.keys import stream_keys
 from queue_core.types import ConsumerInfo

@@ -18,7 +18,7 @@ import redis
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.failure_index import failures_ingest
+from dashboard.insight.failure_index import failures_ingest
 from queue_core import Outcome, failure_recorded
 from queue_core.keys import ORIGIN_ID_FIELD, stream_keys
 from tests.factories import add_entries, make_group

@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.http import QueryDict
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.forms import (
+from dashboard.views.bulk import BulkForm
+from dashboard.views.forms import (
     AcknowledgeForm,
     ActionForm,
     ClaimForm,
@@ -20,7 +21,6 @@ from dashboard.forms import (
     StreamIdField,
     WholeNumberField,
 )
-from dashboard.views.bulk import BulkForm
 
 
 class PostedTextTests:

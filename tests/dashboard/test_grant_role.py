@@ -10,8 +10,8 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from dashboard.access.permissions import ACTION_PERMISSIONS, VIEW_QUEUES
 from dashboard.management.commands.grant_role import ROLES
-from dashboard.permissions import ACTION_PERMISSIONS, VIEW_QUEUES
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("migration_data")]
 

@@ -18,10 +18,10 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.admin_forms import trim_minid
-from dashboard.api_tokens import token_issue
+from dashboard.access.api_tokens import token_issue
 from dashboard.models import AuditEvent
 from dashboard.views.admin_actions import _entries
+from dashboard.views.admin_forms import trim_minid
 from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import HTMX, MakeClient, last_audit
 from tests.factories import add_entries, make_group, make_pending, make_user

@@ -1,7 +1,7 @@
 """The group page's SQL statements and Redis round trips per request, counted: a
 regression (one more query or round trip per request) fails here. A logged-in request of
 the group page reads its session (the database, in tests), the user (django.contrib.auth's
-get_user), its permissions (one statement, dashboard.middleware.PermissionsMiddleware),
+get_user), its permissions (one statement, dashboard.runtime.middleware.PermissionsMiddleware),
 the page's entries' last failures, the group's failures of the last hour (the health
 verdict, counted up to its mark), the rates (one statement: the latest point and the
 drain estimate) and, for a group administrator, the last position reset; nothing else.
@@ -20,7 +20,7 @@ from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from dashboard.fleet import fleet_read
+from dashboard.insight.fleet import fleet_read
 from dashboard.views.pages import group_context
 from queue_core import control, selectors
 from tests.dashboard.action_helpers import MakeClient

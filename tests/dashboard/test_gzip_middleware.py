@@ -1,4 +1,4 @@
-"""``dashboard.middleware.GZipMiddleware``: Django's compression done by ISA-L, with
+"""``dashboard.runtime.middleware.GZipMiddleware``: Django's compression done by ISA-L, with
 everything else Django's: the floor, ``Vary``, the weak ETag, the random-length padding,
 streaming responses, and no compression for clients that did not ask for it."""
 
@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.test import RequestFactory
 from isal import igzip, isal_zlib
 
-from dashboard.middleware import GZipMiddleware, compress_padded
+from dashboard.runtime.middleware import GZipMiddleware, compress_padded
 
 BODY = ("<tr><td>pending</td><td>1796577070994-0</td></tr>\n" * 400).encode()
 

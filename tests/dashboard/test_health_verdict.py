@@ -1,4 +1,4 @@
-"""One health verdict (``dashboard.health``): the rule itself, and the overview and the
+"""One health verdict (``dashboard.insight.health``): the rule itself, and the overview and the
 group page showing the same verdict with the same reason for the same state, in the page
 and in its live push."""
 
@@ -14,8 +14,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard import health as verdicts
-from dashboard.health import Verdict, group_verdict, stream_verdict
+from dashboard.insight import health as verdicts
+from dashboard.insight.health import Verdict, group_verdict, stream_verdict
 from dashboard.live.registry import Surface, surface_context
 from dashboard.live.render import surface_render
 from dashboard.models import IndexedFailure

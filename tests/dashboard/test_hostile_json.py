@@ -21,7 +21,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dashboard.api_tokens import token_issue
+from dashboard.access.api_tokens import token_issue
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
 from dashboard.views.bulk import BULK_ACTIONS

@@ -1,5 +1,5 @@
 """The library outage filter: channels-redis's traceback a second while Redis is down
-becomes one line, and any other error keeps its traceback (dashboard.log_filters)."""
+becomes one line, and any other error keeps its traceback (dashboard.runtime.log_filters)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import redis
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.log_filters import ClientErrorLine, LibraryOutage
+from dashboard.runtime.log_filters import ClientErrorLine, LibraryOutage
 
 
 def _record(error: BaseException) -> logging.LogRecord:
@@ -45,7 +45,7 @@ def test_a_connection_error_is_one_warning_line_without_traceback() -> None:
 
 def test_repeats_are_folded_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr("dashboard.log_filters.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("dashboard.runtime.log_filters.time.monotonic", lambda: now[0])
     outage = LibraryOutage(every_s=10)
     assert outage.filter(_record(redis.TimeoutError("t")))
     assert not outage.filter(_record(redis.ConnectionError("c")))

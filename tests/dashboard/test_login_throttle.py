@@ -20,7 +20,7 @@ from django.core.management import call_command
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from dashboard.login_throttle import client_ip
+from dashboard.access.login_throttle import client_ip
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ import pytest
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.testing import WebsocketCommunicator
 
+from dashboard.access.origin import SiteOriginValidator, origin_allowed
 from dashboard.asgi import application
-from dashboard.origin import SiteOriginValidator, origin_allowed
 from dashboard.routing import live_path
 
 

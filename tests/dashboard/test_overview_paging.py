@@ -16,7 +16,7 @@ import redis
 from django.test import Client
 from django.urls import reverse
 
-from dashboard import stream_index
+from dashboard.insight import stream_index
 from dashboard.views.pages import overview_context
 from queue_core.keys import stream_keys
 from tests.factories import CountingRedis, add_entries, make_group, make_pending
@@ -74,7 +74,7 @@ def next_href(content: bytes) -> str | None:
 def step_until_done() -> None:
     index = stream_index.index_current(create=False)
     assert index is not None
-    from dashboard.connection import get_redis
+    from dashboard.runtime.connection import get_redis
 
     for _ in range(10_000):
         if not index.step(client=get_redis()).busy:

@@ -12,8 +12,8 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
-from dashboard import payloads
 from dashboard.templatetags.ackboard import copy_button, duration_span, human_ms
+from dashboard.views import payloads
 from queue_core import services
 from tests.factories import add_entries, make_group
 

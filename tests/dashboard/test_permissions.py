@@ -9,8 +9,8 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from dashboard.access.permissions import ACTION_PERMISSIONS, may_act
 from dashboard.models import AuditEvent
-from dashboard.permissions import ACTION_PERMISSIONS, may_act
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
 from tests.factories import make_pending, make_user

@@ -1,4 +1,4 @@
-"""dashboard.middleware.PermissionsMiddleware: the user's permissions in one query, the
+"""dashboard.runtime.middleware.PermissionsMiddleware: the user's permissions in one query, the
 same set Django's ModelBackend gathers, read afresh on every request."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.middleware import permissions_load
+from dashboard.runtime.middleware import permissions_load
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db

@@ -26,13 +26,12 @@ from django.test import Client
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.models import AuditEvent, IndexedFailure
-from dashboard.rates import metrics as rates_metrics
-from dashboard.rates import sampler as rates_sampler
-from dashboard.rates.metrics import RatesCollector
-from dashboard.rates.models import RateSample
-from dashboard.rates.sampler import Sampler, downsample, prune, rollup
-from dashboard.rates.series import (
+from dashboard.insight.rates import metrics as rates_metrics
+from dashboard.insight.rates import sampler as rates_sampler
+from dashboard.insight.rates.metrics import RatesCollector
+from dashboard.insight.rates.models import RateSample
+from dashboard.insight.rates.sampler import Sampler, downsample, prune, rollup
+from dashboard.insight.rates.series import (
     Estimate,
     _json_column,
     chart_columns,
@@ -44,6 +43,7 @@ from dashboard.rates.series import (
     series_columns,
     tier_for,
 )
+from dashboard.models import AuditEvent, IndexedFailure
 from dashboard.views import ops
 from queue_core import selectors
 from queue_core.connection import Client as RedisClient

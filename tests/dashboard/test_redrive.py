@@ -21,7 +21,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.api_tokens import token_issue
+from dashboard.access.api_tokens import token_issue
 from dashboard.models import AuditEvent
 from dashboard.redrive import canary, runner, selection, service
 from dashboard.redrive.models import RedriveJob

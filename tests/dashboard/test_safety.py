@@ -23,10 +23,11 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import URLPattern, URLResolver
 
-from dashboard import payloads, urls
-from dashboard.audit import audit_record
-from dashboard.converters import NameConverter
+from dashboard import urls
+from dashboard.access.audit import audit_record
 from dashboard.models import AuditEvent
+from dashboard.views import payloads
+from dashboard.views.converters import NameConverter
 from queue_core.keys import stream_keys
 from tests.factories import make_pending
 from tests.redis_server import RedisServer, free_port
@@ -826,7 +827,7 @@ class PermissionFirstTests:
     def test_a_readers_token_gets_403_from_every_api_route(
         self, django_user_model: Any, world: World, r: redis.Redis
     ) -> None:
-        from dashboard.api_tokens import token_issue
+        from dashboard.access.api_tokens import token_issue
         from dashboard.redrive.models import RedriveJob
 
         job = RedriveJob.objects.create(

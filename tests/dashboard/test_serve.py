@@ -1,4 +1,4 @@
-"""The web process as production runs it: ``dashboard.serve`` and ``manage.py serve``.
+"""The web process as production runs it: ``dashboard.runtime.serve`` and ``manage.py serve``.
 
 The flags are checked as data; then each server really runs the application from
 ``manage.py serve`` on a free port over the private test Redis: ``/healthz`` answers, a
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from dashboard.serve import APPLICATION, DEFAULT_SERVER, SERVERS, server_argv
+from dashboard.runtime.serve import APPLICATION, DEFAULT_SERVER, SERVERS, server_argv
 from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -92,7 +92,7 @@ class ProductionSettingsTests:
         assert applied and all(line.strip().startswith("[X]") for line in applied), out.stdout
 
     def test_database_connections_are_kept_for_the_next_request(self, tmp_path: Path) -> None:
-        """PostgreSQL: psycopg's pool; SQLite: dashboard.sqlite3, which keeps closed
+        """PostgreSQL: psycopg's pool; SQLite: dashboard.runtime.sqlite3, which keeps closed
         connections. Both close at each request's end (CONN_MAX_AGE 0) to hand them back."""
         show = (
             "import json; from django.conf import settings; db = settings.DATABASES['default'];"
@@ -122,4 +122,4 @@ class ProductionSettingsTests:
         assert json.loads(off.stdout) == [0, None, "django.db.backends.postgresql"]
         sqlite = _manage("shell", "--no-imports", "-c", show, **env)
         assert sqlite.returncode == 0, sqlite.stderr
-        assert json.loads(sqlite.stdout) == [0, None, "dashboard.sqlite3"]
+        assert json.loads(sqlite.stdout) == [0, None, "dashboard.runtime.sqlite3"]

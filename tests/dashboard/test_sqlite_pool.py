@@ -1,4 +1,4 @@
-"""dashboard.sqlite3: a SQLite connection closed at a request's end serves the next one.
+"""dashboard.runtime.sqlite3: a SQLite connection closed at a request's end serves the next one.
 
 Each test builds its own ``ConnectionHandler`` over its own database file, so the suite's
 database and its kept connections are never touched. A request's thread is a new thread
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.db.utils import ConnectionHandler
 
-from dashboard.sqlite3 import base
+from dashboard.runtime.sqlite3 import base
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +31,7 @@ def handler(tmp_path: Path) -> Iterator[ConnectionHandler]:
     handler = ConnectionHandler(
         {
             "default": {
-                "ENGINE": "dashboard.sqlite3",
+                "ENGINE": "dashboard.runtime.sqlite3",
                 "NAME": str(tmp_path / "pool.sqlite3"),
                 "CONN_MAX_AGE": 0,
             }
@@ -150,7 +150,13 @@ class SqlitePoolTests:
 
     def test_an_in_memory_database_keeps_django_s_behaviour(self) -> None:
         handler = ConnectionHandler(
-            {"default": {"ENGINE": "dashboard.sqlite3", "NAME": ":memory:", "CONN_MAX_AGE": 0}}
+            {
+                "default": {
+                    "ENGINE": "dashboard.runtime.sqlite3",
+                    "NAME": ":memory:",
+                    "CONN_MAX_AGE": 0,
+                }
+            }
         )
         conn = handler["default"]
         conn.ensure_connection()

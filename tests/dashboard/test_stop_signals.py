@@ -1,4 +1,4 @@
-"""``dashboard.stop_signals``: a stop signal sets the event even when it lands while the
+"""``dashboard.runtime.stop_signals``: a stop signal sets the event even when it lands while the
 main thread holds that event's lock, which is where a handler calling ``Event.set``
 itself blocks forever (``manage.py run_jobs`` ignored SIGTERM that way)."""
 
@@ -23,7 +23,7 @@ with event._cond:  # Event.wait holds this (a plain Lock) between its timed wait
     time.sleep(0.2)  # the handler runs here, in this thread, with the lock held
 print("set" if event.wait(5) else "not set", flush=True)
 """
-HELPER = "from dashboard.stop_signals import set_on_signals as install"
+HELPER = "from dashboard.runtime.stop_signals import set_on_signals as install"
 #: What the commands did before: the handler sets the event itself.
 DIRECT = "def install(event):\n    signal.signal(signal.SIGTERM, lambda signum, frame: event.set())"
 
@@ -56,7 +56,7 @@ def test_every_signal_runs_the_callback() -> None:
     code = textwrap.dedent(
         """
         import os, signal, threading
-        from dashboard.stop_signals import call_on_signals
+        from dashboard.runtime.stop_signals import call_on_signals
         seen, done = [], threading.Event()
         def callback(signum):
             seen.append(signum)

@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.failure_index import failures_ingest
+from dashboard.insight.failure_index import failures_ingest
 from dashboard.models import AuditEvent, IndexedFailure
 from queue_core.keys import stream_keys
 from tests.factories import make_group, make_user

@@ -7,7 +7,7 @@ gets the signal twice, from the group and from uv forwarding it. The handlers of
 themselves, and the second signal, landing inside the first handler's ``Event.set``,
 blocked it on the event's own lock: the command hung, and ignored every later SIGTERM
 until it was killed (found by hand with ``timeout -s TERM 6 uv run python manage.py
-run_jobs``). Their handlers are now ``dashboard.stop_signals``'.
+run_jobs``). Their handlers are now ``dashboard.runtime.stop_signals``'.
 """
 
 from __future__ import annotations

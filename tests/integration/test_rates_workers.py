@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import redis
 
-from dashboard.rates.models import RateSample
-from dashboard.rates.sampler import Sampler
-from dashboard.rates.series import drain_estimate, series
+from dashboard.insight.rates.models import RateSample
+from dashboard.insight.rates.sampler import Sampler
+from dashboard.insight.rates.series import drain_estimate, series
 from queue_core.keys import RATES_SAMPLER_LEASE_KEY
 from tests.factories import make_group
 from tests.integration.test_worker_cli import worker_env

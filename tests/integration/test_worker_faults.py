@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 
-from dashboard.devredis import system_redis_server
+from dashboard.management.devredis import system_redis_server
 from queue_core import Job, reclaim_stale
 from queue_core.keys import stream_keys
 from tests.factories import add_entries, make_group, make_pending

@@ -253,7 +253,7 @@ def production_modules() -> list[Path]:
 class ParseSiteTests:
     def test_no_production_module_parses_json_but_the_reader(self) -> None:
         modules = production_modules()
-        assert Path("dashboard/payloads.py") in modules and len(modules) > 100
+        assert Path("dashboard/views/payloads.py") in modules and len(modules) > 100
         found = {
             str(path): sites
             for path in modules

@@ -6,11 +6,11 @@ retire and retire-idle (and group administration's) run as the named user, throu
 checked exactly as a button's POST is, the same guards and services run, and the audit
 row names the user with the channel "cli". So an on-call engineer can script a fix and
 it is still audited under their name. ``token issue|revoke|list``
-manages API tokens (``dashboard.api_tokens``).
+manages API tokens (``dashboard.access.api_tokens``).
 
-Each subcommand is a row of ``SUBCOMMANDS`` (``dashboard.cli_table.Subcommand``: its
+Each subcommand is a row of ``SUBCOMMANDS`` (``dashboard.management.table.Subcommand``: its
 word, help, arguments and steps); group administration's rows come from
-``dashboard.admin_cli``. A new action's subcommand is one row.
+``dashboard.management.group_admin``. A new action's subcommand is one row.
 
 Output is one line per result (``--json``: one JSON object per line). Exit status:
 0 done (or a dry run), 1 refused or changed since (409), 2 bad input (400), 3 unknown
@@ -33,12 +33,12 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from dashboard import admin_cli
-from dashboard.api_tokens import token_issue, token_revoke
-from dashboard.cli_table import Options, Step, Subcommand, single
-from dashboard.middleware import redis_problem
+from dashboard.access.api_tokens import token_issue, token_revoke
+from dashboard.management import group_admin as admin_cli
+from dashboard.management.table import Options, Step, Subcommand, single
 from dashboard.models import ApiToken
 from dashboard.redrive import cli as redrive_cli
+from dashboard.runtime.middleware import redis_problem
 from dashboard.views.remote import Answer, action_answer, bulk_answer, refusal
 from queue_core.errors import invalid_id
 
@@ -288,7 +288,7 @@ def _retire_idle(user: User, options: Options) -> Answer:
 
 
 #: Every subcommand but ``token``: the entry and dead-letter actions, purge, bulk, then
-#: the fleet's and group administration's (``dashboard.admin_cli``).
+#: the fleet's and group administration's (``dashboard.management.group_admin``).
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     *(
         Subcommand(name, f"{name} pending entries", _entry_arguments(name), _per_id(name))

@@ -1,10 +1,10 @@
 """``manage.py demo``: the whole product on one machine, with one command.
 
-Chooses a Redis (dashboard.devredis), migrates SQLite, resets the ``admin`` password,
+Chooses a Redis (dashboard.management.devredis), migrates SQLite, resets the ``admin`` password,
 creates the ``demo:`` streams and groups, then runs three threads (the producer, the
 failure ingestor and the redrive runner of ``manage.py run_jobs``) and, as child
 processes, the demo's ``queue_worker``s and the web server (the production server and
-flags of ``dashboard.serve``). One consumer is SIGKILLed
+flags of ``dashboard.runtime.serve``). One consumer is SIGKILLed
 mid-batch after ``--kill-after`` seconds, so its entries go stale and are reclaimed by
 the others. Ctrl-C or SIGTERM stops everything it started, workers first
 (they finish in-flight jobs), the private server (Valkey or Redis) last.
@@ -39,14 +39,14 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.demo import WORKERS, WorkerSpec, demo_groups
-from dashboard.demo.producer import Producer, demo_groups_create, demo_reset
-from dashboard.demo.supervisor import Child, Supervisor, die_with_parent
-from dashboard.devredis import DevRedis, DevRedisError, dev_redis_prepare
-from dashboard.failure_index import failures_ingest_loop
+from dashboard.insight.failure_index import failures_ingest_loop
+from dashboard.management.demo import WORKERS, WorkerSpec, demo_groups
+from dashboard.management.demo.producer import Producer, demo_groups_create, demo_reset
+from dashboard.management.demo.supervisor import Child, Supervisor, die_with_parent
+from dashboard.management.devredis import DevRedis, DevRedisError, dev_redis_prepare
 from dashboard.redrive import runner as redrive_runner
-from dashboard.serve import server_argv
-from dashboard.stop_signals import set_on_signals
+from dashboard.runtime.serve import server_argv
+from dashboard.runtime.stop_signals import set_on_signals
 from queue_core.connection import Client, connect
 from queue_core.edited_replays import edited_replays_sweeper
 from queue_core.keys import stream_keys
@@ -341,7 +341,7 @@ class Command(BaseCommand):
             child = supervisor.start(f"worker-{spec.consumer}", self._worker_argv(spec, options))
             if spec.doomed:
                 doomed = (child, spec)
-        # The production server and flags (dashboard.serve), as ``manage.py serve`` runs it.
+        # The production server and flags (dashboard.runtime.serve), as ``manage.py serve`` runs it.
         supervisor.start("web", server_argv(host=options["host"], port=options["port"]))
         return doomed
 

@@ -2,7 +2,7 @@
 
 Runs until SIGINT or SIGTERM (finishing the batch in hand), or with ``--once`` drains
 what is there and exits. It never acks a record before its row is committed; see
-``dashboard.failure_index.FailureIngestor``.
+``dashboard.insight.failure_index.FailureIngestor``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from dashboard.failure_index import INGEST_BATCH, RECLAIM_IDLE_MS, failures_ingest
-from dashboard.stop_signals import set_on_signals
+from dashboard.insight.failure_index import INGEST_BATCH, RECLAIM_IDLE_MS, failures_ingest
+from dashboard.runtime.stop_signals import set_on_signals
 from queue_core.connection import connect
 
 

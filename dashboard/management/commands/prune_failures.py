@@ -1,6 +1,6 @@
 """``manage.py prune_failures [--days N]``: delete failure-index rows older than the retention.
 
-Deletes in batches (``dashboard.failure_index.failures_prune``). Never touches Redis.
+Deletes in batches (``dashboard.insight.failure_index.failures_prune``). Never touches Redis.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from dashboard.failure_index import failures_prune
+from dashboard.insight.failure_index import failures_prune
 
 
 class Command(BaseCommand):

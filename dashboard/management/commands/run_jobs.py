@@ -23,9 +23,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.connection import get_redis
 from dashboard.redrive import runner
-from dashboard.stop_signals import set_on_signals
+from dashboard.runtime.connection import get_redis
+from dashboard.runtime.stop_signals import set_on_signals
 from queue_core.edited_replays import edited_replays_sweeper
 
 

@@ -1,6 +1,6 @@
 """``manage.py sample_rates [--interval S] [--once]``: run the rates sampler standalone.
 
-The same loop as the web processes' sampler thread (``dashboard.rates.sampler``): it
+The same loop as the web processes' sampler thread (``dashboard.insight.rates.sampler``): it
 samples only while it holds the Redis lease, so running it next to web processes that
 also sample (``ACKBOARD_SAMPLER=1``) never doubles the history; set ``ACKBOARD_SAMPLER=0``
 on the web processes when this command is the sampler. SIGTERM or Ctrl-C stops it after
@@ -17,8 +17,8 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.rates import sampler as rates_sampler
-from dashboard.stop_signals import call_on_signals
+from dashboard.insight.rates import sampler as rates_sampler
+from dashboard.runtime.stop_signals import call_on_signals
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 """``manage.py serve [--server uvicorn|granian|daphne] [-b HOST] [-p PORT]``: the web process.
 
-Runs the production ASGI server with production flags (``dashboard.serve.server_argv``:
+Runs the production ASGI server with production flags (``dashboard.runtime.serve.server_argv``:
 one worker, WebSocket keep-alive, no proxy-header rewriting, access lines on) in place of
 this process (exec), so signals from a supervisor reach the server itself. The settings
 are read from the environment as for every command; it never touches Redis or the
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from dashboard.serve import DEFAULT_SERVER, SERVERS, server_argv
+from dashboard.runtime.serve import DEFAULT_SERVER, SERVERS, server_argv
 
 
 class Command(BaseCommand):

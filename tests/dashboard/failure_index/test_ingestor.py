@@ -1,4 +1,4 @@
-"""dashboard.failure_index.ingestor on real Redis and the test database: the ack contract,
+"""dashboard.insight.failure_index.ingestor on real Redis and the test database: the ack contract,
 end to end, the long-running loop and ``manage.py ingest_failures``."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError
 
-from dashboard.failure_index import (
+from dashboard.insight.failure_index import (
     INGEST_GROUP,
     FailureFilter,
     failure_history,

@@ -22,7 +22,7 @@ import pytest
 import redis
 from hypothesis import given, settings
 
-from dashboard.failure_index.ingestor import failure_event
+from dashboard.insight.failure_index.ingestor import failure_event
 from queue_core.events import event_message
 from queue_core.keys import EVENTS_CHANNEL
 from tests.factories import add_failure

@@ -1,4 +1,4 @@
-"""dashboard.failure_index.queries: latest failure per entry, an entry's history, counts."""
+"""dashboard.insight.failure_index.queries: latest failure per entry, an entry's history, counts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.failure_index import failure_history, failures_count_since, last_failures
+from dashboard.insight.failure_index import failure_history, failures_count_since, last_failures
 from tests.factories import FAILURE_T0 as T0
 from tests.factories import indexed_failure
 

@@ -1,4 +1,4 @@
-"""dashboard.failure_index.records: every record is stored, a malformed one as ``Malformed``
+"""dashboard.insight.failure_index.records: every record is stored, a malformed one as ``Malformed``
 with what was wrong, through the ingestor on real Redis."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from dashboard.failure_index import MALFORMED, failures_ingest
+from dashboard.insight.failure_index import MALFORMED, failures_ingest
 from dashboard.models import IndexedFailure
 from queue_core.keys import stream_keys
 from tests.factories import add_failure, ingest_pending

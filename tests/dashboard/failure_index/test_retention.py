@@ -1,4 +1,4 @@
-"""dashboard.failure_index.retention and ``manage.py prune_failures``."""
+"""dashboard.insight.failure_index.retention and ``manage.py prune_failures``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from dashboard.failure_index import failures_prune, failures_prune_expired
+from dashboard.insight.failure_index import failures_prune, failures_prune_expired
 from dashboard.models import IndexedFailure
 from tests.factories import FAILURE_T0 as T0
 from tests.factories import indexed_failure

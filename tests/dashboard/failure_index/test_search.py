@@ -1,4 +1,5 @@
-"""dashboard.failure_index.search: filters, keyset pages, forged cursors, the time budget."""
+"""dashboard.insight.failure_index.search: filters, keyset pages, forged cursors, the time
+budget."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.failure_index import BadCursor, FailureFilter, SearchTooBroad, failure_search
+from dashboard.insight.failure_index import BadCursor, FailureFilter, SearchTooBroad, failure_search
 from dashboard.models import IndexedFailure
 from tests.factories import FAILURE_T0 as T0
 from tests.factories import indexed_failure

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from dashboard import stream_index
+from dashboard.insight import stream_index
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.routing import live_path
 from tests.dashboard.live.sockets import CookieFor, live_socket, receive_until

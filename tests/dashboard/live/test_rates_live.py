@@ -1,7 +1,7 @@
 """The sampler's tick reaches open pages: a queue where nothing changes still gets the
 chart's newest point pushed (issue 13), with no extra Redis read in the broadcaster.
 
-The sampler publishes one ``rates`` event a tick (``dashboard.rates.sampler``); the
+The sampler publishes one ``rates`` event a tick (``dashboard.insight.rates.sampler``); the
 stream and group signatures carry its time (``dashboard.live.registry``), so the
 broadcaster re-renders those pages and pushes the partial holding ``#chart-point``.
 """
@@ -18,9 +18,9 @@ import pytest
 import redis
 from asgiref.sync import sync_to_async
 
+from dashboard.insight.rates.models import RateSample
+from dashboard.insight.rates.sampler import RATES_EVENT
 from dashboard.live.broadcaster import Broadcaster
-from dashboard.rates.models import RateSample
-from dashboard.rates.sampler import RATES_EVENT
 from dashboard.routing import live_path
 from queue_core.events import event_publish
 from tests.dashboard.live.sockets import CookieFor, live_socket, receive_until

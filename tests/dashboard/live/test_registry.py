@@ -18,6 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from dashboard import routing
+from dashboard.insight.stream_index import OverviewQuery
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.live.registry import (
     KINDS,
@@ -28,7 +29,6 @@ from dashboard.live.registry import (
     surface_path,
 )
 from dashboard.routing import live_path
-from dashboard.stream_index import OverviewQuery
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter

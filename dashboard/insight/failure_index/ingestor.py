@@ -27,8 +27,8 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 
-from dashboard.failure_index.records import failure_record_parse
-from dashboard.failure_index.retention import failures_prune_expired
+from dashboard.insight.failure_index.records import failure_record_parse
+from dashboard.insight.failure_index.retention import failures_prune_expired
 from dashboard.live.logs import FailureLog
 from dashboard.models import IndexedFailure
 from queue_core.backoff import Backoff

@@ -3,7 +3,7 @@ position and Trim, one Django form each.
 
 Owns parsing those POSTs (the buttons', and the fields ``manage.py ackboard`` and the
 JSON API pass) and their refusals: a malformed form is a 400 whose message is the first
-problem, in field order, as ``dashboard.forms`` does for the entry actions. A position
+problem, in field order, as ``dashboard.views.forms`` does for the entry actions. A position
 ("start", "end", an id, or a time in UTC) is read by ``queue_core.admin.position_parse``,
 the one parser of positions, so a button, the CLI and the API accept the same text.
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from dashboard.converters import name_problem
-from dashboard.forms import PostedText, StreamIdField, TargetForm, WholeNumberField
+from dashboard.views.converters import name_problem
+from dashboard.views.forms import PostedText, StreamIdField, TargetForm, WholeNumberField
 from queue_core import admin
 
 #: The position choices the pages offer; the CLI and the API may post the text itself

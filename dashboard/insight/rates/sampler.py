@@ -5,7 +5,7 @@ and 10-minute tiers, retention, the Redis lease that elects one sampler per depl
 and the thread web processes run. It reads Redis (``selectors.stream_counters``) and
 writes only the lease key (``ACKBOARD_SAMPLER_LEASE_KEY``, ``ackboard:rates:sampler`` by
 default) there, and publishes one event a tick; its history goes to the database
-(``dashboard.rates.models``: why there).
+(``dashboard.insight.rates.models``: why there).
 
 **One sampler per deployment.** Every web process (with ``ACKBOARD_SAMPLER=1``, the
 default) and any ``manage.py sample_rates`` runs a sampler loop, but a tick samples only
@@ -51,9 +51,9 @@ from django.db import close_old_connections, connection, connections, transactio
 from django.db.models import Count, Max
 from redis.exceptions import RedisClusterException
 
-from dashboard.connection import get_redis
-from dashboard.rates.models import TIERS, RateSample
-from dashboard.rates.series import tier_keep_s
+from dashboard.insight.rates.models import TIERS, RateSample
+from dashboard.insight.rates.series import tier_keep_s
+from dashboard.runtime.connection import get_redis
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.events import event_publish

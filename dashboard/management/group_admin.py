@@ -1,7 +1,7 @@
 """Group administration's subcommands of ``manage.py ackboard``: create-group,
 delete-group, reset-position and trim.
 
-Owns their command lines (``SUBCOMMANDS``, rows of ``dashboard.cli_table.Subcommand``,
+Owns their command lines (``SUBCOMMANDS``, rows of ``dashboard.management.table.Subcommand``,
 appended to the command's own table) and the hint a dry run prints: what to run to act
 as it showed. Each one runs as the named user through the buttons' own path: the
 confirmed actions through ``dashboard.views.remote.action_answer`` (permission, form,
@@ -23,7 +23,7 @@ from argparse import ArgumentParser
 
 from django.contrib.auth.models import User
 
-from dashboard.cli_table import Options, Subcommand, single
+from dashboard.management.table import Options, Subcommand, single
 from dashboard.views.admin_actions import DRY_RUNS
 from dashboard.views.remote import Answer, action_answer
 

@@ -2,7 +2,7 @@
 
 Owns the small queries behind the group page's "last failure" column, the entry page's
 attempt history, failures in the last hour (per group, for the health verdict,
-``dashboard.health``), and the current cause (fingerprint of the last failure) of
+``dashboard.insight.health``), and the current cause (fingerprint of the last failure) of
 pending entries, which the by-cause view and its bulk scope use.
 Each is one indexed SQL query (per 500 ids); none touches Redis or writes.
 
@@ -107,7 +107,7 @@ def failures_count_by_group(
     """Failures per (stream, group) at or after ``since``; pairs with none are left out.
 
     One grouped query on the ``(stream, group, failed_at)`` index: the overview's health
-    (``dashboard.health``, per group) and, summed, its failures column.
+    (``dashboard.insight.health``, per group) and, summed, its failures column.
     """
     if not streams:
         return {}

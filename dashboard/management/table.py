@@ -8,7 +8,7 @@ failure into an answer, and prints one line per answer with its exit status. Eve
 subcommand gets ``--user`` (required) and ``--json`` from the command.
 
 It lives apart from the command so that the modules adding rows
-(``dashboard.admin_cli`` for group administration) import it without importing the
+(``dashboard.management.group_admin`` for group administration) import it without importing the
 command. It never talks to Redis or SQL itself.
 """
 

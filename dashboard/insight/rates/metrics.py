@@ -5,7 +5,7 @@ Owns three families, registered by ``dashboard.views.ops.metrics_text`` next to 
 
 - ``ackboard_stream_entries_added_total{stream}`` and
   ``ackboard_group_entries_read_total{stream,group}``: counters, as of the sampler's newest
-  tick (``dashboard.rates.sampler``; so at most one interval old, from one instant for
+  tick (``dashboard.insight.rates.sampler``; so at most one interval old, from one instant for
   every stream, and read from the database: no Redis call here). Absent on Redis < 7,
   which keeps no such counters, and before the first tick.
 - ``ackboard_group_oldest_undelivered_age_seconds{stream,group}``: gauge, the age of the
@@ -27,7 +27,7 @@ from django.db.models import Max
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from dashboard.rates.models import RateSample
+from dashboard.insight.rates.models import RateSample
 from queue_core.types import StreamOverview
 
 #: Every family this module exports (tests check the shipped rules name only exported ones).

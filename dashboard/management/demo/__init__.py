@@ -13,6 +13,8 @@ from dataclasses import dataclass
 DEMO_PREFIX = "demo:"
 ORDERS = DEMO_PREFIX + "orders"
 EMAILS = DEMO_PREFIX + "emails"
+#: Where the demo workers' handlers live, as a worker names them (module:function).
+HANDLERS = "dashboard.management.demo.handlers:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,20 +34,20 @@ class WorkerSpec:
 #: Two groups read the same orders (billing and shipping); emails have one group.
 #: Shipping runs the slow handler with three consumers; one of them is killed.
 WORKERS: tuple[WorkerSpec, ...] = (
-    WorkerSpec(ORDERS, "billing", "dashboard.demo.handlers:flaky", "billing-1"),
-    WorkerSpec(ORDERS, "billing", "dashboard.demo.handlers:flaky", "billing-2"),
+    WorkerSpec(ORDERS, "billing", HANDLERS + "flaky", "billing-1"),
+    WorkerSpec(ORDERS, "billing", HANDLERS + "flaky", "billing-2"),
     # batch == concurrency: a worker told to stop finishes at most one slow round.
     WorkerSpec(
-        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-1", concurrency=4, batch=4
+        ORDERS, "shipping", HANDLERS + "slow", "shipping-1", concurrency=4, batch=4
     ),
     WorkerSpec(
-        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-2", concurrency=4, batch=4
+        ORDERS, "shipping", HANDLERS + "slow", "shipping-2", concurrency=4, batch=4
     ),
     WorkerSpec(
-        ORDERS, "shipping", "dashboard.demo.handlers:slow", "shipping-3", concurrency=4, batch=4,
+        ORDERS, "shipping", HANDLERS + "slow", "shipping-3", concurrency=4, batch=4,
         doomed=True,
     ),
-    WorkerSpec(EMAILS, "mailer", "dashboard.demo.handlers:normal", "mailer-1", concurrency=2),
+    WorkerSpec(EMAILS, "mailer", HANDLERS + "normal", "mailer-1", concurrency=2),
 )  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """The rates API the pages and charts read: series, the drain estimate, the latest point.
 
-Owns turning stored samples (``dashboard.rates.models.RateSample``) into chart points and
+Owns turning stored samples (``dashboard.insight.rates.models.RateSample``) into chart points and
 into the drain estimate's words. It reads the database only (one indexed range query per
 tier used, plus one for the audit markers); it never touches Redis and never writes.
 
@@ -38,7 +38,7 @@ from django.conf import settings
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from dashboard.rates.models import TIERS, RateSample
+from dashboard.insight.rates.models import TIERS, RateSample
 from queue_core.bounded_json import json_read
 
 #: Most points one series returns from its main tier (6 h at 10 s is 2,160).

@@ -46,7 +46,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 from redis.exceptions import RedisClusterException
 
-from dashboard.connection import get_redis
+from dashboard.runtime.connection import get_redis
 from queue_core.connection import Client
 from queue_core.stream_index import StreamIndex
 from queue_core.types import StreamSummary

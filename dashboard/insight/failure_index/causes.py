@@ -31,8 +31,8 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Min
 
-from dashboard.failure_index.queries import last_fingerprints
-from dashboard.failure_index.search import (
+from dashboard.insight.failure_index.queries import last_fingerprints
+from dashboard.insight.failure_index.search import (
     FailureFilter,
     failure_filter_queryset,
     search_budget_ms,

@@ -20,8 +20,8 @@ import threading
 
 import redis
 
-from dashboard.demo import DEMO_PREFIX, EMAILS, ORDERS, demo_groups
-from dashboard.demo.handlers import CURRENCIES
+from dashboard.management.demo import DEMO_PREFIX, EMAILS, ORDERS, demo_groups
+from dashboard.management.demo.handlers import CURRENCIES
 from queue_core.connection import Client
 from queue_core.errors import group_exists
 

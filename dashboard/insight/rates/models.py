@@ -1,8 +1,8 @@
 """The rates history: one row per (tier, stream, group, sample time).
 
 Owns the ``RateSample`` table and the tiers' steps and retention. Rows are written only
-by the sampler (``dashboard.rates.sampler``) and read by ``dashboard.rates.series`` and
-the /metrics collector; nothing here touches Redis.
+by the sampler (``dashboard.insight.rates.sampler``) and read by
+``dashboard.insight.rates.series`` and the /metrics collector; nothing here touches Redis.
 
 Why the database and not a capped companion key in Redis: the history is the
 dashboard's, not the queue's. At 500 streams with one group each, the three tiers hold

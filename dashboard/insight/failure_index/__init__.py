@@ -20,14 +20,14 @@ to be reclaimed and stored again (idempotent through the unique source key).
 
 from __future__ import annotations
 
-from dashboard.failure_index.causes import (
+from dashboard.insight.failure_index.causes import (
     Cause,
     CausesPage,
     cause_match,
     cause_pending_ids,
     causes,
 )
-from dashboard.failure_index.ingestor import (
+from dashboard.insight.failure_index.ingestor import (
     INGEST_BATCH,
     INGEST_GROUP,
     RECLAIM_IDLE_MS,
@@ -36,7 +36,7 @@ from dashboard.failure_index.ingestor import (
     failures_ingest,
     failures_ingest_loop,
 )
-from dashboard.failure_index.queries import (
+from dashboard.insight.failure_index.queries import (
     failure_history,
     failures_count_by_group,
     failures_count_capped,
@@ -44,9 +44,9 @@ from dashboard.failure_index.queries import (
     last_failures,
     last_fingerprints,
 )
-from dashboard.failure_index.records import MALFORMED, failure_record_parse
-from dashboard.failure_index.retention import failures_prune, failures_prune_expired
-from dashboard.failure_index.search import (
+from dashboard.insight.failure_index.records import MALFORMED, failure_record_parse
+from dashboard.insight.failure_index.retention import failures_prune, failures_prune_expired
+from dashboard.insight.failure_index.search import (
     SEARCH_BUDGET_MS,
     SEARCH_PAGE_SIZE,
     BadCursor,

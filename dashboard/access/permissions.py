@@ -2,7 +2,7 @@
 
 Owns the action -> permission map and the decorators views use. It never touches Redis
 and never writes audit rows itself: the action views audit a denied attempt through
-``dashboard.audit`` before answering 403, so a forged POST is both refused and recorded.
+``dashboard.access.audit`` before answering 403, so a forged POST is both refused and recorded.
 """
 
 from __future__ import annotations

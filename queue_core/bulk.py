@@ -201,15 +201,7 @@ def pending_ids_matching(
         except redis.ResponseError as exc:
             raise action_refusal(exc, stream=stream, group=group) from exc
         scanned += len(rows)
-        window_ids = [
-            row["message_id"].decode()
-            for row in rows
-            if min_idle_ms is None or row["time_since_delivered"] >= min_idle_ms
-        ]
-        if match is not None and window_ids:
-            kept = set(match(window_ids))
-            window_ids = [i for i in window_ids if i in kept]
-        for entry_id in window_ids:
+        for entry_id in _window_matches(rows, min_idle_ms, match):
             ids.append(entry_id)
             if len(ids) == limit:
                 return BulkScope(snapshot_id, tuple(ids), scanned, entry_id_after(ids[-1]))
@@ -218,6 +210,19 @@ def pending_ids_matching(
         start = entry_id_after(rows[-1]["message_id"].decode())
         if scanned >= max_scan:
             return BulkScope(snapshot_id, tuple(ids), scanned, next_cursor=start)
+
+
+def _window_matches(rows: Any, min_idle_ms: int | None, match: Match | None) -> list[str]:
+    """The ids of one XPENDING window that pass the idle filter, then ``match``, in order."""
+    ids = [
+        row["message_id"].decode()
+        for row in rows
+        if min_idle_ms is None or row["time_since_delivered"] >= min_idle_ms
+    ]
+    if match is not None and ids:
+        kept = set(match(ids))
+        ids = [i for i in ids if i in kept]
+    return ids
 
 
 def _split_snapshot(ids: list[str], snapshot_id: str) -> tuple[list[str], list[str]]:

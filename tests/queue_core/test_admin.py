@@ -31,6 +31,7 @@ from queue_core.admin import (
     stream_trim,
     trim_preview,
 )
+from queue_core.admin import reads as admin_reads
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
 from queue_core.scripts.retire import RETIRE
 from queue_core.types import ActionRefused
@@ -377,7 +378,7 @@ class GroupCreateTests:
         assert admin.entries_read_at(r, stream, "15000-0", budget=5) == (None, "0-0")
         assert admin.entries_read_at(r, stream, "27000-0", budget=5) == (27, "0-0")  # walks 3
         assert admin.entries_read_at(r, stream, "3000-0", budget=5) == (3, "0-0")  # head walk
-        monkeypatch.setattr(admin, "COUNT_BUDGET", 5)
+        monkeypatch.setattr(admin_reads, "COUNT_BUDGET", 5)
         made = group_create(client=r, stream=stream, group="g", position=position_parse("15000"))
         assert made.entries_read is None
 

@@ -26,7 +26,7 @@ from dashboard.models import IndexedFailure
 from dashboard.redrive.models import RedriveJob
 from queue_core.connection import Client
 from queue_core.keys import stream_keys
-from queue_core.selectors import _dead_letter_row
+from queue_core.selectors.dead_letters import dead_letter_row
 
 #: Dead letters looked at for the canary's entries coming back.
 DLQ_LOOK = 2000
@@ -90,7 +90,7 @@ def outcomes(client: Client, job: RedriveJob) -> list[CanaryRow]:
     raw_dlq = replies[-1]
     if not isinstance(raw_dlq, redis.RedisError | Exception):
         for item in raw_dlq:
-            row = _dead_letter_row(item)
+            row = dead_letter_row(item)
             if row.origin_id in new_ids:
                 dead[row.origin_id] = row.last_error or row.reason
     failed: dict[str, str] = {}

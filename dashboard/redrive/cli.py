@@ -33,7 +33,7 @@ def _redrive_arguments(p: ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="Start the redrive (else a dry run).")
 
 
-def _answer(outcome: service.Verdict) -> Answer:
+def _answer(outcome: service.RedriveAnswer) -> Answer:
     return Answer(outcome.status, outcome.payload())
 
 

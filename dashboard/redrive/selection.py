@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dashboard.models import IndexedFailure
 from queue_core.connection import Client
 from queue_core.keys import stream_keys
-from queue_core.selectors import _dead_letter_row
+from queue_core.selectors.dead_letters import dead_letter_row
 from queue_core.types import DeadLetterRow
 from queue_core.validation import ID_PART_MAX, entry_id_after, entry_id_key
 
@@ -137,7 +137,7 @@ def pages(
         raw = client.xrange(dlq, bounds[0], bounds[1], count=count)
         if not raw:
             return
-        rows = [_dead_letter_row(item) for item in raw]
+        rows = [dead_letter_row(item) for item in raw]
         fps = last_fingerprints(stream, rows) if filt.fingerprint else {}
         cursor = rows[-1].id
         yield [row for row in rows if matches(filt, row, fps)], cursor, len(rows)

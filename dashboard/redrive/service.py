@@ -13,7 +13,7 @@ row ("redrive-pause", "-resume", "-cancel", "-continue", "-stop"):
 - stop: waiting -> cancelled (the canary's replays stay replayed);
 - cancel: any state but a final one -> cancelled.
 
-Answers are ``Verdict`` (an HTTP status, a one-line message, the job or the dry run).
+Answers are ``RedriveAnswer`` (an HTTP status, a one-line message, the job or the dry run).
 Costs: the dry run's scan (``dashboard.redrive.selection``); a control is one UPDATE and
 one INSERT.
 """
@@ -58,7 +58,7 @@ User = AbstractBaseUser | AnonymousUser
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RedriveAnswer:
     status: int
     message: str
     job: RedriveJob | None = None
@@ -162,12 +162,12 @@ def parse(data: Mapping[str, Any]) -> tuple[RedriveFilter, int, float]:
     return filt, int(canary), rate
 
 
-def _denied(user: User | None, action: str, stream: str, channel: str) -> Verdict:
+def _denied(user: User | None, action: str, stream: str, channel: str) -> RedriveAnswer:
     audit_record(
         user=user, action=action, stream=stream, result="refused", channel=channel,
         detail="permission denied (dashboard.redrive_dead_letters)",
     )  # fmt: skip
-    return Verdict(403, "You may not redrive dead letters.")
+    return RedriveAnswer(403, "You may not redrive dead letters.")
 
 
 def redrive(
@@ -178,7 +178,7 @@ def redrive(
     data: Mapping[str, Any],
     confirm: bool,
     channel: str = "button",
-) -> Verdict:
+) -> RedriveAnswer:
     """The dry run (``confirm`` False: how many would be replayed, nothing changed), or a
     new job over the dead letters matching now (its ``upto_id``), audited."""
     # The permission first: a user who may not redrive gets 403 whatever the stream is
@@ -188,20 +188,20 @@ def redrive(
     try:
         check_stream(stream)
     except BadRequest as exc:
-        return Verdict(exc.status, str(exc))
+        return RedriveAnswer(exc.status, str(exc))
     try:
         filt, canary, rate = parse(data)
     except BadRequest as exc:
-        return Verdict(exc.status, str(exc))
+        return RedriveAnswer(exc.status, str(exc))
     dry = dry_run(client, stream, filt)
     if not confirm:
-        return Verdict(200, f"Dry run: {dry.text} ({filt.describe()}).", dry=dry)
+        return RedriveAnswer(200, f"Dry run: {dry.text} ({filt.describe()}).", dry=dry)
     if dry.count == 0:
         audit_record(
             user=user, action="redrive", stream=stream, group=filt.group, result="refused",
             channel=channel, detail=f"nothing to redrive ({filt.describe()})",
         )  # fmt: skip
-        return Verdict(409, f"Nothing to redrive: no dead letter matches ({filt.describe()}).")
+        return RedriveAnswer(409, f"Nothing to redrive: no dead letter matches ({filt.describe()}).")
     with transaction.atomic():
         job = RedriveJob.objects.create(
             stream=stream, created_by=user.get_username() if user else "",
@@ -219,7 +219,7 @@ def redrive(
                           "rate": rate, "matched": dry.count, "upto_id": dry.upto_id},
         )  # fmt: skip
     first = f"a canary of {canary} first" if canary else "no canary"
-    return Verdict(200, f"Redrive #{job.pk} started: {dry.count} dead letters, {first}, "
+    return RedriveAnswer(200, f"Redrive #{job.pk} started: {dry.count} dead letters, {first}, "
                         f"{rate:g}/s.", job=job, dry=dry)  # fmt: skip
 
 
@@ -242,7 +242,7 @@ def job_find(pk: int | None) -> RedriveJob | None:
 
 def control(
     *, user: User | None, job_id: int | str, action: str, channel: str = "button"
-) -> Verdict:
+) -> RedriveAnswer:
     """Pause, resume, continue, stop or cancel a job; audited "redrive-<action>".
 
     The permission is checked first: a user who may not redrive gets 403 for any job id
@@ -254,11 +254,11 @@ def control(
         audit_action = f"redrive-{action}" if action in CONTROLS else "redrive-control"
         return _denied(user, audit_action, job.stream if job is not None else "", channel)
     if action not in CONTROLS:
-        return Verdict(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
+        return RedriveAnswer(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
     if pk is None:
-        return Verdict(400, "the job id must be a number")
+        return RedriveAnswer(400, "the job id must be a number")
     if job is None:
-        return Verdict(404, f"no redrive job #{job_id}")
+        return RedriveAnswer(404, f"no redrive job #{job_id}")
     audit_action = f"redrive-{action}"
     allowed, target = CONTROLS[action]
     before = job.state
@@ -277,7 +277,7 @@ def control(
             result="refused", channel=channel,
             detail=f"redrive #{pk} is {job.state}: {action} applies to {', '.join(allowed)}",
         )  # fmt: skip
-        return Verdict(409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.",
+        return RedriveAnswer(409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.",
                        job=job)  # fmt: skip
     new_ids = [c["new_id"] for c in job.canary_replays] if action in ("continue", "stop") else []
     audit_record(
@@ -286,4 +286,4 @@ def control(
         detail=f"redrive #{pk}: {before} -> {target}",
         state_before={"job": pk, "state": before, "replayed": job.replayed},
     )  # fmt: skip
-    return Verdict(200, f"Redrive #{pk}: {job.get_state_display()}.", job=job)
+    return RedriveAnswer(200, f"Redrive #{pk}: {job.get_state_display()}.", job=job)

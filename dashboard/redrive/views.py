@@ -7,7 +7,7 @@ Owns ``patterns()`` (added to ``dashboard.urls``): POST ``streams/<s>/dlq/redriv
 ``api/v1/redrive`` (a JSON body: ``stream`` plus the dialog's fields; without
 ``"confirm": true`` a dry run) and ``api/v1/redrive/<job>/<control>``. Everything goes
 through ``dashboard.redrive.service`` (permission, input, audit); these views only turn
-its ``Verdict`` into HTML, a redirect or JSON. CSRF: the session routes keep Django's
+its ``RedriveAnswer`` into HTML, a redirect or JSON. CSRF: the session routes keep Django's
 CSRF check (htmx sends the page's token); the API routes are token-only like
 ``dashboard.views.api``. Costs: the service's.
 """
@@ -38,7 +38,7 @@ from dashboard.views.remote import Answer
 from queue_core.events import event_publish
 
 
-def _answer(request: HttpRequest, outcome: service.Verdict, *, stream: str) -> HttpResponse:
+def _answer(request: HttpRequest, outcome: service.RedriveAnswer, *, stream: str) -> HttpResponse:
     """htmx: the dialog's answer fragment (a 2xx start or control also reloads the page,
     its message carried there by the session, shown in the page's messages as an action's
     is); a plain form: back to the dead-letter page with its message (a refusal as text)."""
@@ -97,7 +97,7 @@ def redrive_status(request: HttpRequest, job_id: int) -> JsonResponse:
     return JsonResponse({"ok": True, "job": service.job_json(job)})
 
 
-def _api_answer(outcome: service.Verdict) -> Answer:
+def _api_answer(outcome: service.RedriveAnswer) -> Answer:
     return Answer(outcome.status, outcome.payload())
 
 

@@ -37,9 +37,6 @@ from queue_core.selectors.dead_letters import (
     dead_letter_page,
     entry_dead_letters,
 )
-
-# The dashboard's redrive code reads dead-letter rows with the same reader.
-from queue_core.selectors.dead_letters import _dead_letter_row as _dead_letter_row
 from queue_core.selectors.entries import entries_fetch, entry_detail
 from queue_core.selectors.groups import GroupPage, group_detail, group_page
 from queue_core.selectors.live_stamps import stream_stamps

@@ -2,7 +2,7 @@
 dead letter by id (``dead_letter_fetch``) and the dead letters of one entry
 (``entry_dead_letters``, a walk bounded by count and by bytes).
 
-``_dead_letter_row`` reads a DLQ entry and its origin metadata; the redrive code in the
+``dead_letter_row`` reads a DLQ entry and its origin metadata; the redrive code in the
 dashboard reads its rows with it too.
 """
 
@@ -41,7 +41,7 @@ _RESERVED = RESERVED_PREFIX.encode()
 _REPLAY_OF = REPLAY_OF_FIELD.encode()
 
 
-def _dead_letter_row(item: Any) -> DeadLetterRow:
+def dead_letter_row(item: Any) -> DeadLetterRow:
     entry_id, fields = item
     fields = fields or {}
     meta = {name: fields.get(key) for name, key in _META.items()}
@@ -81,7 +81,7 @@ def dead_letter_page(
     _raise_transport([exists, length, raw])
     if not exists and not (isinstance(length, int) and length):
         return None
-    items = [] if _missing(raw) else [_dead_letter_row(i) for i in raw]
+    items = [] if _missing(raw) else [dead_letter_row(i) for i in raw]
     more = len(items) > count
     items = items[:count]
     return DeadLetterPage(
@@ -104,7 +104,7 @@ def dead_letter_fetch(*, client: Client, stream: str, dlq_id: str) -> DeadLetter
         found = client.xrange(companions[0], min=dlq_id, max=dlq_id, count=1)
     except redis.ResponseError:
         return None
-    return _dead_letter_row(found[0]) if found else None
+    return dead_letter_row(found[0]) if found else None
 
 
 def entry_dead_letters(

@@ -201,7 +201,9 @@ def redrive(
             user=user, action="redrive", stream=stream, group=filt.group, result="refused",
             channel=channel, detail=f"nothing to redrive ({filt.describe()})",
         )  # fmt: skip
-        return RedriveAnswer(409, f"Nothing to redrive: no dead letter matches ({filt.describe()}).")
+        return RedriveAnswer(
+            409, f"Nothing to redrive: no dead letter matches ({filt.describe()})."
+        )
     with transaction.atomic():
         job = RedriveJob.objects.create(
             stream=stream, created_by=user.get_username() if user else "",
@@ -254,7 +256,9 @@ def control(
         audit_action = f"redrive-{action}" if action in CONTROLS else "redrive-control"
         return _denied(user, audit_action, job.stream if job is not None else "", channel)
     if action not in CONTROLS:
-        return RedriveAnswer(400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}")
+        return RedriveAnswer(
+            400, f"unknown redrive control {action!r}: one of {', '.join(CONTROLS)}"
+        )
     if pk is None:
         return RedriveAnswer(400, "the job id must be a number")
     if job is None:
@@ -277,8 +281,9 @@ def control(
             result="refused", channel=channel,
             detail=f"redrive #{pk} is {job.state}: {action} applies to {', '.join(allowed)}",
         )  # fmt: skip
-        return RedriveAnswer(409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.",
-                       job=job)  # fmt: skip
+        return RedriveAnswer(
+            409, f"Redrive #{pk} is {job.get_state_display()}; cannot {action} it.", job=job
+        )
     new_ids = [c["new_id"] for c in job.canary_replays] if action in ("continue", "stop") else []
     audit_record(
         user=user, action=audit_action, stream=job.stream, group=job.origin_group,

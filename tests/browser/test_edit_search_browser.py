@@ -1,4 +1,4 @@
-"""Edit & replay, payload search and jump to time in the system Chromium (issue 14).
+"""Edit & replay, payload search and jump to time in the system Chromium.
 
 The editor validates JSON as it is typed and refuses to submit a broken field, adds a
 field, replays, and the dead-letter page then says "replayed as <id>, awaiting success";

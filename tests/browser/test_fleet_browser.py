@@ -1,4 +1,4 @@
-"""Fleet control in the system Chromium (issue 12): what only a browser and real
+"""Fleet control in the system Chromium: what only a browser and real
 processes show.
 
 A real ``manage.py queue_worker`` appears in the group page's Workers section without a

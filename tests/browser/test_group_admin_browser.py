@@ -1,4 +1,4 @@
-"""Group administration in the system Chromium (issue 12): each new button on its page.
+"""Group administration in the system Chromium: each new button on its page.
 
 The stream page's Create group (its dialog) and Trim (dry run, then confirm); the group
 page's Reset position (dry run, then confirm, then the Undo it offers) and Delete group

@@ -1,4 +1,4 @@
-"""Redrive in the system Chromium (issue 14), with a real ``manage.py run_jobs`` runner: the
+"""Redrive in the system Chromium, with a real ``manage.py run_jobs`` runner: the
 dead-letter page's Redrive button, its dry run, a canary whose outcomes a real worker
 makes "processed" live, Continue, and the progress pushed live to the end; Pause and
 Resume of a running job; Cancel of a running job; Stop after a canary that failed again.

@@ -1,4 +1,4 @@
-"""The allowlist cannot be walked around through an alias (issue 8, defect 7).
+"""The allowlist cannot be walked around through an alias.
 
 Stream ``X`` and stream ``{X}`` used to share ``{X}:dlq``: with ``ACKBOARD_STREAMS``
 admitting ``{X}*`` but not ``X``, the dead-letter page of ``{X}`` showed, deleted and

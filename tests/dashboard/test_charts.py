@@ -1,4 +1,4 @@
-"""Rate charts, the drain estimate and the lag in time on the pages (issue 13's frontend).
+"""Rate charts, the drain estimate and the lag in time on the pages.
 
 The samples are ``RateSample`` rows written here (what the sampler would have stored), so
 each figure the endpoint and the pages show can be checked against what was put in:

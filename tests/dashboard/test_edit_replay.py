@@ -1,4 +1,4 @@
-"""Edit & replay (issue 14): the permission apart from Replay, the editor, the new entry's
+"""Edit & replay: the permission apart from Replay, the editor, the new entry's
 fields, the audit row's diff, and the dead letter kept until its replay is acknowledged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fleet control on the dashboard (issue 12), on real Redis: Pause, Resume, Retire and
+"""Fleet control on the dashboard, on real Redis: Pause, Resume, Retire and
 Retire idle consumers through their buttons, ``manage.py ackboard`` and the JSON API
 (permission, CSRF, audit row, clear 4xx for bad input), the group page's pause banner and
 Workers section, the live signature of a group page, and the fleet figures of /metrics.

@@ -1,4 +1,4 @@
-"""A worker that stopped cleanly, as the dashboard shows it (issue 12): its last heartbeat
+"""A worker that stopped cleanly, as the dashboard shows it: its last heartbeat
 carries ``stopped_ms``, so it is not live at once: the Workers row is greyed out as
 "stopped" with when it stopped, the banner does not count it, Retire does not offer it as
 a target, the live stamp changes, and ``ackboard_worker_up`` is 0. A heartbeat written

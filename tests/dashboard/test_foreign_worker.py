@@ -1,4 +1,4 @@
-"""A worker Ackboard did not write, seen by the dashboard (issue 11, "Done means").
+"""A worker Ackboard did not write, seen by the dashboard.
 
 A plain redis-py loop (XREADGROUP, the handler, XACK when it returns: not
 ``queue_core.Worker``) records its failures through the public API

@@ -1,4 +1,4 @@
-"""Group administration over HTTP, the CLI and the API, on real Redis (issue 12): Create
+"""Group administration over HTTP, the CLI and the API, on real Redis: Create
 group, Delete group, Reset position (dry run, confirm, undo) and Trim (dry run, floor,
 force). Each test checks the answer, Redis and the audit row."""
 

@@ -1,5 +1,4 @@
-"""Every listed name opens its own page, or is listed with the reason it can't (issue 8,
-defect 10).
+"""Every listed name opens its own page, or is listed with the reason it can't.
 
 A stream or group called ``.`` or ``..`` used to link to ``/streams/./``, which a browser
 resolves (RFC 3986 dot-segment removal, as ``urljoin`` does) to another page; a name

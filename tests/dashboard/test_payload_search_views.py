@@ -1,4 +1,4 @@
-"""The payload search and jump-to-time views (issue 14): the forms on the stream, group
+"""The payload search and jump-to-time views: the forms on the stream, group
 and dead-letter pages, one budgeted slice per request with progress and Continue, clear
 400s, redaction, hostile payloads escaped."""
 

@@ -137,7 +137,7 @@ class DurationTests:
         assert 'data-copy="a&quot;&lt;b&gt;"' in html
 
 
-# --- hostile payloads (issue 8, defects 4 and 5) ----------------------------------------
+# --- hostile payloads -------------------------------------------------------------------
 
 DEEP = b"[" * 5000 + b"]" * 5000
 DEEP_OBJECT = b'{"a":' * 800 + b"1" + b"}" * 800

@@ -1,4 +1,4 @@
-"""Rates (issue 13): lag in time, the sampler, downsampling, the series and the drain
+"""Rates: lag in time, the sampler, downsampling, the series and the drain
 estimate, the lease, Redis 6.2, /metrics and the shipped alert rules and dashboard.
 
 Stored samples are made by the real sampler against the private Redis where the test is

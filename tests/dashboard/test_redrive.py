@@ -1,4 +1,4 @@
-"""Redrive dead letters (issue 14), on real Redis: the dry run's count per filter, the
+"""Redrive dead letters, on real Redis: the dry run's count per filter, the
 job's creation and controls (permission 403, audit rows, bad input 400, 409 for a state
 that does not allow it), the runner (canary then waiting, Continue, throttled rest,
 Pause and Cancel seen before the next replay), and "never twice": two runners racing on

@@ -1,5 +1,4 @@
-"""Reset position, Trim and Delete group refuse what they must, with a real worker (issue 12,
-"Done means": "reset and trim refuse what they must refuse").
+"""Reset position, Trim and Delete group refuse what they must, with a real worker.
 
 Each test runs ``manage.py queue_worker`` as a process in its own session (stopped with
 SIGTERM, killed with ``os.killpg`` if a test fails) and acts through the dashboard's own

@@ -1,4 +1,4 @@
-"""Names at the longest a link may carry work through daphne (issue 8, defect 10).
+"""Names at the longest a link may carry work through daphne.
 
 ``dashboard.views.converters.MAX_SEGMENT_BYTES`` bounds an encoded name so that the heaviest
 request a page makes still fits daphne's 16 KB limit on the request line plus headers:

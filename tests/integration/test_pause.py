@@ -1,4 +1,4 @@
-"""Pause and resume with real ``manage.py queue_worker`` processes (issue 12, "Done means").
+"""Pause and resume with real ``manage.py queue_worker`` processes.
 
 Three worker processes on one group: a paused group processes nothing while new entries
 arrive, and their heartbeats show 3 of 3 confirmed within 2 s although each has a

@@ -1,4 +1,4 @@
-"""A worker's last heartbeat with real ``manage.py queue_worker`` processes (issue 12).
+"""A worker's last heartbeat with real ``manage.py queue_worker`` processes.
 
 Right after a clean SIGTERM exit (code 0) the worker's heartbeat says it stopped: it is not
 live although it is younger than ``HEARTBEAT_STALE_MS``, and Delete group (the service,

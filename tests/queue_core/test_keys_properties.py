@@ -1,5 +1,5 @@
 """Properties of the key names: no two streams share a key, and the allowlist cannot be
-walked around through an alias (issue 8, defect 7).
+walked around through an alias.
 
 Random text rarely collides, so besides ``st.text()`` the names are also built from
 tokens that make collisions likely (braces, the companion suffixes, the tagged marker),

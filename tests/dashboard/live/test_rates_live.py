@@ -1,5 +1,5 @@
 """The sampler's tick reaches open pages: a queue where nothing changes still gets the
-chart's newest point pushed (issue 13), with no extra Redis read in the broadcaster.
+chart's newest point pushed, with no extra Redis read in the broadcaster.
 
 The sampler publishes one ``rates`` event a tick (``dashboard.insight.rates.sampler``); the
 stream and group signatures carry its time (``dashboard.live.registry``), so the

@@ -42,7 +42,7 @@ from dashboard.models import IndexedFailure
 from queue_core import bulk, selectors
 from queue_core.bulk import Match
 from queue_core.connection import Client
-from queue_core.types import BulkScope
+from queue_core.results import BulkScope
 
 #: Causes shown, most attempts first.
 CAUSES_SHOWN = 50

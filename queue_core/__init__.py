@@ -5,6 +5,7 @@ The worker, the reads (selectors) and the writes (services) that the dashboard u
 This package never imports Django; workers need no database.
 """
 
+from queue_core.jobs import Job, Outcome, PermanentFailure, UnparseableEntry
 from queue_core.recording import (
     entry_pending,
     entry_pending_async,
@@ -15,7 +16,7 @@ from queue_core.recording import (
     failure_recorded,
     failure_recorded_async,
 )
-from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure, UnparseableEntry
+from queue_core.types import ActionRefused
 from queue_core.worker import Worker, WorkerConfig, process_entry, reclaim_stale
 
 __all__ = [

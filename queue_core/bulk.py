@@ -24,9 +24,7 @@ import redis
 from queue_core.connection import Client
 from queue_core.errors import action_refusal, not_a_group
 from queue_core.events import event_publish
-from queue_core.scripts import ACKNOWLEDGE, DEAD_LETTER, RETRY, Refusal, ScriptCall, calls_pipelined
-from queue_core.services import RETRY_IDLE_MS
-from queue_core.types import (
+from queue_core.results import (
     Acknowledged,
     BulkItem,
     BulkOutcome,
@@ -35,6 +33,8 @@ from queue_core.types import (
     DeadLettered,
     Retried,
 )
+from queue_core.scripts import ACKNOWLEDGE, DEAD_LETTER, RETRY, Refusal, ScriptCall, calls_pipelined
+from queue_core.services import RETRY_IDLE_MS
 from queue_core.validation import (
     entry_id_after,
     entry_id_check,

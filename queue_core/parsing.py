@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from queue_core.types import UnparseableEntry
+from queue_core.jobs import UnparseableEntry
 
 #: A parser turns an entry's raw fields into the text fields a Job carries, or raises
 #: UnparseableEntry. ``None`` means the entry was deleted from the stream while pending.

@@ -57,9 +57,10 @@ from queue_core.failures import (
     failure_from_exception,
     now_ms,
 )
+from queue_core.jobs import Outcome
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.results import DeadLettered
 from queue_core.scripts.binding import Refusal, script_source, text
-from queue_core.types import DeadLettered, Outcome
 from queue_core.validation import entry_id_check
 from queue_core.worker.config import WorkerConfig
 from queue_core.worker.contract import Settlement, handler_failed_settle

@@ -16,6 +16,15 @@ from __future__ import annotations
 
 from queue_core.connection import Client
 from queue_core.events import event_publish
+from queue_core.results import (
+    Acknowledged,
+    Claimed,
+    DeadLetterDeleted,
+    DeadLettered,
+    DeadLettersPurged,
+    Replayed,
+    Retried,
+)
 from queue_core.scripts import (
     ACKNOWLEDGE,
     CLAIM,
@@ -25,15 +34,6 @@ from queue_core.scripts import (
     DLQ_REPLAY,
     RETRY,
     Refusal,
-)
-from queue_core.types import (
-    Acknowledged,
-    Claimed,
-    DeadLetterDeleted,
-    DeadLettered,
-    DeadLettersPurged,
-    Replayed,
-    Retried,
 )
 from queue_core.validation import (
     count_check,

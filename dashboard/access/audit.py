@@ -100,28 +100,32 @@ def audit_record(
     try:
         event.save()
     finally:
-        log.info(
-            json.dumps(
-                {
-                    "event": "ackboard.action",
-                    "audit_id": event.pk,
-                    "user": username,
-                    "action": action,
-                    "stream": stream,
-                    "group": group,
-                    "ids": event.entry_ids,
-                    "reason": reason,
-                    "result": str(event.result),
-                    "detail": detail,
-                    "state_before": event.state_before,
-                    "new_ids": event.new_ids,
-                    "channel": str(event.channel),
-                },
-                default=str,
-                ensure_ascii=False,
-            )
-        )
+        log.info(_log_line(event))
     return event
+
+
+def _log_line(event: AuditEvent) -> str:
+    """The audit log line of ``event`` (saved or not): one JSON object, ids and state as
+    stored, ``audit_id`` None when the row could not be written."""
+    return json.dumps(
+        {
+            "event": "ackboard.action",
+            "audit_id": event.pk,
+            "user": event.username,
+            "action": event.action,
+            "stream": event.stream,
+            "group": event.group,
+            "ids": event.entry_ids,
+            "reason": event.reason,
+            "result": str(event.result),
+            "detail": event.detail,
+            "state_before": event.state_before,
+            "new_ids": event.new_ids,
+            "channel": str(event.channel),
+        },
+        default=str,
+        ensure_ascii=False,
+    )
 
 
 def _ids_contain(field: str, entry_id: str) -> Q:

@@ -19,7 +19,7 @@ from dashboard.templatetags.ackboard import human_ms
 
 register = template.Library()
 
-#: The drain estimate's kinds (``dashboard.insight.rates.series.Estimate.kind``) -> badge level.
+#: The drain estimate's kinds (``dashboard.insight.rates.estimate.Estimate.kind``) -> badge level.
 _LEVELS = {"drains": "ok", "steady": "warn", "growing": "bad", "stalled": "bad", "idle": "idle"}
 
 

@@ -69,7 +69,8 @@ from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import bulk, selectors
 from queue_core.connection import Client
 from queue_core.fingerprint import FINGERPRINT_LENGTH
-from queue_core.types import ActionRefused, BulkResult, BulkScope
+from queue_core.results import BulkResult, BulkScope
+from queue_core.types import ActionRefused
 
 
 def bulk_cap() -> int:

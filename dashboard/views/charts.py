@@ -40,13 +40,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.insight.rates.estimate import Estimate, estimate_from
 from dashboard.insight.rates.models import RateSample
 from dashboard.insight.rates.series import (
     FIGURES,
-    Estimate,
     Point,
     chart_columns,
-    estimate_from,
     latest_point,
     point_and_estimate,
 )

@@ -49,7 +49,8 @@ from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
 from dashboard.views.fleet_actions import idle_dry_run
 from dashboard.views.forms import IdleDryRunForm, Target
 from queue_core import selectors
-from queue_core.types import ActionRefused, BulkResult, BulkScope
+from queue_core.results import BulkResult, BulkScope
+from queue_core.types import ActionRefused
 
 #: What a remote request posts: the button's form fields (``ids`` is a list).
 Fields = Mapping[str, str | list[str]]

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from queue_core.results import Acknowledged
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, guard, text
-from queue_core.types import Acknowledged
 
 
 class AcknowledgeScript(LuaScript[Acknowledged | Refusal]):

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from queue_core.results import Claimed
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, text
-from queue_core.types import Claimed
 
 
 class ClaimScript(LuaScript[Claimed | Refusal]):

@@ -13,8 +13,8 @@ from typing import Any
 
 from queue_core.connection import Client
 from queue_core.keys import DEAD_LETTER_FIELDS, stream_keys
+from queue_core.results import DeadLettered
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, guard, text
-from queue_core.types import DeadLettered
 from queue_core.validation import entry_id_check, idle_check
 
 

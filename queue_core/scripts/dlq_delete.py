@@ -7,8 +7,8 @@ from functools import partial
 from typing import Any
 
 from queue_core.keys import ORIGIN_GROUP_FIELD, ORIGIN_ID_FIELD, stream_keys
+from queue_core.results import DeadLetterDeleted
 from queue_core.scripts.binding import LuaScript, ScriptCall, text
-from queue_core.types import DeadLetterDeleted
 
 
 class DlqDeleteScript(LuaScript[DeadLetterDeleted]):

@@ -7,8 +7,8 @@ from functools import partial
 from typing import Any
 
 from queue_core.keys import stream_keys
+from queue_core.results import DeadLettersPurged
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, text
-from queue_core.types import DeadLettersPurged
 
 
 class DlqPurgeScript(LuaScript[DeadLettersPurged | Refusal]):

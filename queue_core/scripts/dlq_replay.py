@@ -16,8 +16,8 @@ from queue_core.keys import (
     RESERVED_PREFIX,
     stream_keys,
 )
+from queue_core.results import Replayed
 from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, text
-from queue_core.types import Replayed
 
 
 class DlqReplayScript(LuaScript[Replayed | Refusal]):

@@ -14,6 +14,7 @@ A package around one pure module of decisions. Each module owns one part:
   and on a cluster the route to the slot's primary (MOVED, ASK, READONLY, failover);
 - ``stop``: stop requests and signals (the grace period, a second request, SAME_STOP_S);
 - ``stats``: ``WorkerStats``, the counters a run returns;
+- ``sweep``: the reclaim sweep's cursor, and which of its claims are new deliveries;
 - ``heartbeat``: the worker's side of fleet control (its group's pause, its heartbeats);
 - ``loop``: ``Worker``, the long-running loop behind ``manage.py queue_worker``.
 - ``fleet``: N worker processes on one group (``queue_worker --processes N``), started,

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from queue_core.failures import MAX_MESSAGE, PAYLOAD_MISSING, FailureRecord
+from queue_core.jobs import PermanentFailure, UnparseableEntry
 from queue_core.keys import REPLAY_GROUP_FIELD
 from queue_core.parsing import PAYLOAD_MISSING_REASON
-from queue_core.types import PermanentFailure, UnparseableEntry
 
 #: The replay target field as the raw entry holds it.
 REPLAY_KEY = REPLAY_GROUP_FIELD.encode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from queue_core.types import Job
+from queue_core.jobs import Job
 from queue_core.worker.lanes import Chunk
 
 #: How long one chunk of handler calls should take: long enough to amortise a thread hop

@@ -19,8 +19,8 @@ import logging
 from typing import Any
 
 from queue_core.failures import now_ms
+from queue_core.jobs import Job, UnparseableEntry
 from queue_core.parsing import fields_parse
-from queue_core.types import Job, UnparseableEntry
 from queue_core.worker.config import WorkerConfig
 from queue_core.worker.contract import REPLAY_KEY, entry_admit, unparseable_settle
 from queue_core.worker.inflight import InFlight

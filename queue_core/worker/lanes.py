@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queue_core.failures import now_ms
-from queue_core.types import Job
+from queue_core.jobs import Job
 
 #: A handler takes the Job; a sync one returns anything, an async one is awaited.
 Handler = Callable[[Job], Any]

@@ -44,7 +44,6 @@ import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -52,10 +51,10 @@ from redis.exceptions import RedisClusterException
 
 from queue_core.backoff import Backoff
 from queue_core.connection import Client
-from queue_core.errors import group_exists, group_missing, topology_changed
+from queue_core.errors import group_missing, topology_changed
 from queue_core.keys import stream_keys
 from queue_core.worker import wire
-from queue_core.worker.config import WorkerConfig, WorkerConfigError
+from queue_core.worker.config import WorkerConfig
 from queue_core.worker.contract import handler_failed_settle
 from queue_core.worker.heartbeat import CONTROL_ERRORS, ControlLink, Report
 from queue_core.worker.inflight import InFlight
@@ -68,10 +67,11 @@ from queue_core.worker.lanes import (
     chunk_run_sync,
     handler_is_async,
 )
-from queue_core.worker.once import delivery_counts_restore, reclaim_stale
+from queue_core.worker.once import reclaim_stale
 from queue_core.worker.settle import SettleBatch
 from queue_core.worker.stats import WorkerStats
-from queue_core.worker.stop import StopControl
+from queue_core.worker.stop import StopControl, grace_wait
+from queue_core.worker.sweep import Sweep, counts_restore, deliveries_sort, held_ids
 
 log = logging.getLogger("queue_core.worker")
 
@@ -80,15 +80,6 @@ _NOT_PAUSED: Report = (False, None)
 
 #: The first reconnect waits 0.1-0.2 s; each failure in a row doubles it, up to the cap.
 _BACKOFF_BASE_S = 0.2
-
-
-@dataclass
-class _Sweep:
-    """The reclaim sweep: XAUTOCLAIM's cursor, kept between sweeps, and the next one's time."""
-
-    cursor: str = "0-0"
-    next_at: float = 0.0
-    task: asyncio.Task[None] | None = None
 
 
 class Worker:
@@ -128,7 +119,7 @@ class Worker:
         )
         self._acks = wire.AckBatch()
         self._settles = SettleBatch()
-        self._sweep = _Sweep()
+        self._sweep = Sweep()
         self._intake = Intake(config=config, stats=self.stats, flight=self._flight,
                               acks=self._acks, settles=self._settles)  # fmt: skip
         self._backoff = Backoff(base=_BACKOFF_BASE_S, cap=config.backoff_cap_s)
@@ -172,7 +163,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stop.attach(loop)
-        self._client = self._connect_sync()
+        self._client = wire.group_client_open(config)
         # On a cluster the hot path goes to the primary serving the stream's slot.
         route = self._route = wire.Route(
             config.url, consumer=config.consumer, block_ms=config.block_ms,
@@ -205,29 +196,6 @@ class Worker:
                 await route.aclose()
                 self._client.close()
         return self.stats
-
-    def _connect_sync(self) -> Client:
-        """The synchronous client, with the group created (at ``group_start``) if missing."""
-        config = self.config
-        unreachable = f"cannot reach Redis at {wire.url_safe(config.url)}"
-        try:
-            client = wire.client_open(config.url, consumer=config.consumer)
-        except (redis.RedisError, RedisClusterException) as exc:
-            raise WorkerConfigError(f"{unreachable}: {exc}") from exc
-        try:
-            client.xgroup_create(config.stream, config.group, id=config.group_start, mkstream=True)
-            log.info("created group %s on %s at %s", config.group, config.stream,
-                     config.group_start)  # fmt: skip
-        except redis.ResponseError as exc:
-            if not group_exists(exc):
-                client.close()
-                raise WorkerConfigError(
-                    f"cannot create group {config.group!r} on {config.stream!r}: {exc}"
-                ) from exc
-        except (redis.RedisError, RedisClusterException) as exc:
-            client.close()
-            raise WorkerConfigError(f"{unreachable}: {exc}") from exc
-        return client
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -506,29 +474,10 @@ class Worker:
             self._sweep.cursor = result.cursor
             self.stats.payload_missing += len(result.deleted)
             full = len(result.deliveries) + len(result.deleted) >= count
-            held = self._held_ids()
-            jobs = []
-            recounts: dict[str, int] = {}
-            for delivery in result.deliveries:
-                if delivery.id in held:
-                    # Still running here, or its ack or outcome is on its way: not a new
-                    # delivery, so its count goes back to what it was (XAUTOCLAIM added one).
-                    recounts[delivery.id] = delivery.delivery_count - 1
-                    continue
-                job = self._intake.admit(delivery.id, delivery.fields, delivery.delivery_count)
-                if job is not None:
-                    jobs.append(job)
+            held = held_ids(self._flight, self._acks, self._settles)
+            jobs, recounts = deliveries_sort(result.deliveries, held=held, intake=self._intake)
             if recounts:
-                try:
-                    await asyncio.to_thread(
-                        delivery_counts_restore, client=self._client, stream=config.stream,
-                        group=config.group, consumer=config.consumer, counts=recounts,
-                    )  # fmt: skip
-                except (redis.RedisError, RedisClusterException, OSError) as exc:
-                    # The counts stay one higher: an entry may be dead-lettered one attempt
-                    # early, never acked without its handler. Logged, not fatal.
-                    log.warning("restoring delivery counts of %d held entries of %s failed: %s",
-                                len(recounts), config.stream, exc)  # fmt: skip
+                await counts_restore(self._client, config, recounts)
             if jobs:
                 self.stats.reclaimed += len(jobs)
                 log.info("reclaimed %d stale entries of %s", len(jobs), config.stream)
@@ -541,16 +490,6 @@ class Worker:
             self._sweep.next_at = time.monotonic() + delay
             self._sweep.task = None
             self._wake()
-
-    def _held_ids(self) -> set[str]:
-        """Entries this worker still has in hand: waiting, running, or with their outcome
-        (ack, failure record, dead-letter) not yet written. O(held), once per sweep."""
-        held = self._flight.ids()
-        for ids in (self._acks.waiting, self._acks.sending):
-            held.update(i.decode() if isinstance(i, bytes) else i for i in ids)
-        for items in (self._settles.queued, self._settles.writing):
-            held.update(item.entry_id for item in items)
-        return held
 
     # -- outages -----------------------------------------------------------------------
 
@@ -593,7 +532,7 @@ class Worker:
                 if task is self._read_task and not task.cancelling():
                     task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        await self._wait_for_chunks()
+        await grace_wait(self._flight.chunks, stop=self._stop)
         await self._abandon_chunks()
         waiting = self._flight.waiting
         if waiting:
@@ -607,25 +546,6 @@ class Worker:
             "stopped: %d acked, %d failed, %d dead-lettered, %d reclaimed",
             self.stats.acked, self.stats.failed, self.stats.dead_lettered, self.stats.reclaimed,
         )  # fmt: skip
-
-    async def _wait_for_chunks(self) -> None:
-        """Until every running chunk is done, the grace period is over, or a second stop."""
-        force = self._stop.force
-        assert force is not None
-        deadline = self._stop.at + self.config.grace_seconds
-        chunks = self._flight.chunks
-        pending = [c.waitable for c in chunks if c.waitable is not None]
-        if not pending:
-            return
-        await asyncio.wait([*pending, force], timeout=max(0.0, deadline - time.monotonic()),
-                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-        while chunks and not force.done():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            waitables = [c.waitable for c in chunks if c.waitable is not None]
-            await asyncio.wait([*waitables, force], timeout=remaining,
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
 
     async def _abandon_chunks(self) -> None:
         """Past the grace period: ack what finished, leave the rest pending."""

@@ -32,9 +32,9 @@ from queue_core.failures import (
     failure_from_exception,
     failures_record,
 )
+from queue_core.results import DeadLettered
 from queue_core.scripts import DEAD_LETTER
 from queue_core.scripts.binding import Refusal, ScriptCall
-from queue_core.types import DeadLettered
 from queue_core.worker.contract import Settlement
 
 log = logging.getLogger("queue_core.worker")

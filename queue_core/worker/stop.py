@@ -14,7 +14,9 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+
+from queue_core.worker.lanes import Chunk
 
 log = logging.getLogger("queue_core.worker")
 
@@ -110,3 +112,24 @@ class StopControl:
                      sig.name, since * 1000, SAME_STOP_S)  # fmt: skip
             return
         self.request()
+
+
+async def grace_wait(chunks: Collection[Chunk], *, stop: StopControl) -> None:
+    """Until every running chunk is done, the grace period is over, or a second stop.
+
+    ``chunks`` is the live set: chunks leave it as they finish."""
+    force = stop.force
+    assert force is not None
+    deadline = stop.at + stop.grace_seconds
+    pending = [c.waitable for c in chunks if c.waitable is not None]
+    if not pending:
+        return
+    await asyncio.wait([*pending, force], timeout=max(0.0, deadline - time.monotonic()),
+                       return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+    while chunks and not force.done():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        waitables = [c.waitable for c in chunks if c.waitable is not None]
+        await asyncio.wait([*waitables, force], timeout=remaining,
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip

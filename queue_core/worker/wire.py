@@ -50,7 +50,8 @@ from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
 from queue_core.connection import Client, connect
-from queue_core.errors import Redirect, error_code, redirect, topology_changed
+from queue_core.errors import Redirect, error_code, group_exists, redirect, topology_changed
+from queue_core.worker.config import WorkerConfig, WorkerConfigError
 
 log = logging.getLogger("queue_core.worker")
 
@@ -369,6 +370,32 @@ def client_open(url: str, *, consumer: str) -> Client:
     except (redis.RedisError, RedisClusterException):
         client.close()
         raise
+    return client
+
+
+def group_client_open(config: WorkerConfig) -> Client:
+    """The synchronous client, with the group created (at ``group_start``) if missing.
+
+    Raises WorkerConfigError when Redis cannot be reached or refuses the group.
+    """
+    unreachable = f"cannot reach Redis at {url_safe(config.url)}"
+    try:
+        client = client_open(config.url, consumer=config.consumer)
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise WorkerConfigError(f"{unreachable}: {exc}") from exc
+    try:
+        client.xgroup_create(config.stream, config.group, id=config.group_start, mkstream=True)
+        log.info("created group %s on %s at %s", config.group, config.stream,
+                 config.group_start)  # fmt: skip
+    except redis.ResponseError as exc:
+        if not group_exists(exc):
+            client.close()
+            raise WorkerConfigError(
+                f"cannot create group {config.group!r} on {config.stream!r}: {exc}"
+            ) from exc
+    except (redis.RedisError, RedisClusterException) as exc:
+        client.close()
+        raise WorkerConfigError(f"{unreachable}: {exc}") from exc
     return client
 
 

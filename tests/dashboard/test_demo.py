@@ -40,9 +40,9 @@ from dashboard.management.demo.producer import (
 )
 from dashboard.management.demo.supervisor import Supervisor
 from dashboard.management.devredis import DevRedis, dev_redis_prepare, free_port
+from queue_core.jobs import Job, PermanentFailure, UnparseableEntry
 from queue_core.keys import stream_keys
 from queue_core.parsing import fields_parse
-from queue_core.types import Job, PermanentFailure, UnparseableEntry
 from queue_core.worker import worker_config_from_options
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,15 +28,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.insight.rates import metrics as rates_metrics
 from dashboard.insight.rates import sampler as rates_sampler
+from dashboard.insight.rates.estimate import Estimate, estimate_from
 from dashboard.insight.rates.metrics import RatesCollector
 from dashboard.insight.rates.models import RateSample
 from dashboard.insight.rates.sampler import Sampler, downsample, prune, rollup
 from dashboard.insight.rates.series import (
-    Estimate,
     _json_column,
     chart_columns,
     drain_estimate,
-    estimate_from,
     latest_point,
     point_and_estimate,
     series,

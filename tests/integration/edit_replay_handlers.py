@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from queue_core import Job
-from queue_core.types import PermanentFailure
+from queue_core.jobs import PermanentFailure
 
 
 def charge(job: Job) -> None:

@@ -15,8 +15,9 @@ from queue_core.bulk import (
     pending_ids_matching,
 )
 from queue_core.keys import stream_keys
+from queue_core.results import BulkOutcome
 from queue_core.scripts import RETRY, Refusal, calls_pipelined
-from queue_core.types import ActionRefused, BulkOutcome
+from queue_core.types import ActionRefused
 from tests.factories import make_group, make_pending
 
 

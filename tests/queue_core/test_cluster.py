@@ -27,9 +27,10 @@ from queue_core.events import event_publish
 from queue_core.failures import FailureRecord, failures_record
 from queue_core.keys import EVENTS_CHANNEL, CrossSlotName, stream_keys
 from queue_core.migrate import legacy_companions_find
+from queue_core.results import BulkOutcome
 from queue_core.scripts import calls_pipelined
 from queue_core.scripts.retry import RETRY
-from queue_core.types import ActionRefused, BulkOutcome
+from queue_core.types import ActionRefused
 from tests import redis_server
 from tests.factories import add_entries, make_pending
 from tests.redis_cluster import RedisCluster as LoopbackCluster

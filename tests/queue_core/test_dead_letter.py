@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+from queue_core.jobs import Job, Outcome, PermanentFailure
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
 from queue_core.services import (
     dlq_delete,
@@ -16,7 +17,7 @@ from queue_core.services import (
     dlq_replay,
     entry_dead_letter,
 )
-from queue_core.types import ActionRefused, Job, Outcome, PermanentFailure, TooManyFields
+from queue_core.types import ActionRefused, TooManyFields
 from queue_core.worker import process_entry
 from tests.factories import add_entries, make_group, make_pending
 

@@ -37,8 +37,8 @@ from queue_core.edited_replays import (
     edited_replays_settle,
     edited_replays_sweeper,
 )
+from queue_core.jobs import Job, PermanentFailure
 from queue_core.keys import stream_keys
-from queue_core.types import Job, PermanentFailure
 from tests.factories import add_entries
 from tests.hostile_json import deep_documents, hostile_json
 from tests.queue_core.worker.helpers import new_worker, running, wait_until

@@ -17,8 +17,9 @@ import redis
 
 from queue_core.bulk import bulk_dead_letter
 from queue_core.keys import stream_keys
+from queue_core.results import BulkOutcome
 from queue_core.services import dlq_replay, entry_claim, entry_dead_letter
-from queue_core.types import ActionRefused, BulkOutcome
+from queue_core.types import ActionRefused
 from tests.factories import make_pending
 
 T = TypeVar("T")

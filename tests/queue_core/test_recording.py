@@ -33,6 +33,7 @@ from queue_core import (
     process_entry,
 )
 from queue_core.failures import MAX_MESSAGE, MAX_TRACEBACK
+from queue_core.jobs import Job
 from queue_core.keys import (
     DEAD_LETTER_FIELDS,
     DEAD_LETTERED_AT_FIELD,
@@ -45,7 +46,6 @@ from queue_core.keys import (
     stream_keys,
 )
 from queue_core.scripts import DEAD_LETTER
-from queue_core.types import Job
 from tests.factories import CountingRedis, add_entries, make_group
 
 GROUP = "reviewers"

@@ -12,9 +12,10 @@ import redis
 
 import queue_core.scripts
 from queue_core.bulk import bulk_retry
+from queue_core.results import Acknowledged, Retried
 from queue_core.scripts import ACKNOWLEDGE, RETRY, Refusal, calls_pipelined
 from queue_core.scripts.binding import script_source
-from queue_core.types import Acknowledged, ActionRefused, Retried, TooManyFields
+from queue_core.types import ActionRefused, TooManyFields
 from tests.factories import make_pending
 from tests.redis_server import RedisServer
 

@@ -41,6 +41,7 @@ from hypothesis.stateful import (
 from queue_core import ActionRefused, Job, Outcome, PermanentFailure, process_entry, reclaim_stale
 from queue_core.bulk import bulk_acknowledge, bulk_dead_letter, bulk_retry
 from queue_core.keys import REPLAY_GROUP_FIELD, REPLAY_OF_FIELD, stream_keys
+from queue_core.results import BulkOutcome
 from queue_core.services import (
     dlq_delete,
     dlq_purge,
@@ -50,7 +51,6 @@ from queue_core.services import (
     entry_dead_letter,
     entry_retry,
 )
-from queue_core.types import BulkOutcome
 from queue_core.validation import entry_id_key
 
 T = TypeVar("T")

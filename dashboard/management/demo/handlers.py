@@ -24,7 +24,7 @@ import random
 import time
 from typing import Any
 
-from queue_core.types import Job, PermanentFailure
+from queue_core.jobs import Job, PermanentFailure
 
 #: Currencies the pretend payment provider accepts; anything else is poison.
 CURRENCIES = frozenset({"EUR", "USD", "GBP", "JPY"})

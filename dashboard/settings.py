@@ -134,20 +134,17 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # HTML and htmx answers compressed (the 50-row group page: 116 KB -> 11 KB, 0.2 ms of
-    # CPU). BREACH needs a secret in the body, attacker text reflected beside it, and many
+    # HTML and htmx answers compressed (the 50-row group page: 116 KB -> 10 KB, about 1 ms
+    # of CPU). BREACH needs a secret in the body, attacker text reflected beside it, and many
     # requests sent with the victim's cookies: the CSRF token is masked afresh in every
     # response, session cookies are SameSite=Lax (no cross-site subresource requests carry
     # them), and this middleware pads each answer with random-length bytes (Django's
-    # "Heal The Breach" mitigation). Static files stay WhiteNoise's, above. Django's
-    # middleware at a cheaper compression level (dashboard/runtime/middleware.py).
-    "dashboard.runtime.middleware.GZipMiddleware",
+    # "Heal The Breach" mitigation). Static files stay WhiteNoise's, above.
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # The user's permissions in one SQL statement instead of ModelBackend's two ORM queries.
-    "dashboard.runtime.middleware.PermissionsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -199,11 +196,9 @@ except ValueError:  # the URL itself is never repeated: it may hold a password
     ) from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # Django's SQLite backend, keeping closed connections for the next request: under
-    # ASGI each request runs in a thread of its own, so a persistent connection was never
-    # reused and each page paid a new connection and SQLite's parse of the whole schema
-    # (dashboard/runtime/sqlite3/base.py). CONN_MAX_AGE 0 hands each back at its request's end.
-    DATABASES["default"]["ENGINE"] = "dashboard.runtime.sqlite3"
+    # Under ASGI each request runs in a thread of its own, so a persistent connection is
+    # never reused and would stay open until collected: each request opens its own and
+    # closes it at its end (Django has no SQLite pool; docs/benchmarks.md measures it).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 #: Most PostgreSQL connections one process keeps open (its pool's size); 0: no pool (behind
 #: PgBouncer, say), a connection per request.
@@ -216,7 +211,7 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # request an open connection and takes it back when the request ends; background
     # loops return theirs the same way (close_old_connections). Pooling requires
     # CONN_MAX_AGE 0; without a pool, 0 closes each request's connection at its end.
-    # benchmarks.serving --db postgres measures both. SQLite keeps its own (above).
+    # benchmarks.serving --db postgres measures both.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     if ACKBOARD_DB_POOL_SIZE:

@@ -25,8 +25,7 @@ from dashboard.settings import *  # noqa: E402,F403
 _DB = os.path.join(tempfile.gettempdir(), f"ackboard-tests-{os.getpid()}.sqlite3")
 DATABASES = {
     "default": {
-        # Production's engine: Django's SQLite, keeping closed connections for reuse.
-        "ENGINE": "dashboard.runtime.sqlite3",
+        "ENGINE": "django.db.backends.sqlite3",
         "NAME": _DB,
         "TEST": {"NAME": _DB},
         "OPTIONS": {"timeout": 20},

@@ -1,7 +1,7 @@
 """What the selector modules share: reply readers, companions, pipelines, lag rules.
 
-Turns raw redis-py replies (or Redis's own, ``_lean_pipeline``) into the values of
-``queue_core.types``, names a stream's companions, and holds the lag rules that the
+Turns raw redis-py replies (or Redis's own for one entry, ``_lean_pipeline``) into the
+values of ``queue_core.types``, names a stream's companions, and holds the lag rules that the
 overview, the stream and group pages and the rates counters share. It makes no Redis
 call of its own. Private to ``queue_core.selectors``: only the modules beside it import
 it, and nothing here is re-exported.
@@ -115,46 +115,42 @@ def _group_info(raw: Mapping[str, Any]) -> GroupInfo:
 
 
 def _pending_row(
-    raw: Mapping[str, Any] | Sequence[Any],
+    raw: Mapping[str, Any],
     entry: StreamEntry | None = None,
     *,
     entries: Mapping[str, StreamEntry] | None = None,
 ) -> PendingRow:
-    """A pending row from redis-py's parsed reply (a dict) or Redis's own (id, consumer,
-    idle ms, deliveries: ``_lean_pipeline``), with ``entry`` or its entry in ``entries``."""
-    if isinstance(raw, Mapping):
-        entry_id, consumer = raw["message_id"], raw["consumer"]
-        idle_ms, deliveries = raw["time_since_delivered"], raw["times_delivered"]
-    else:
-        entry_id, consumer, idle_ms, deliveries = raw
-    row_id = _text(entry_id)
+    """A pending row from redis-py's parsed ``XPENDING`` reply, with ``entry`` or its entry
+    in ``entries``."""
+    row_id = _text(raw["message_id"])
     if entries is not None:
         entry = entries.get(row_id)
-    return PendingRow(row_id, _text(consumer), int(idle_ms), int(deliveries), entry)
+    return PendingRow(
+        row_id, _text(raw["consumer"]), int(raw["time_since_delivered"]),
+        int(raw["times_delivered"]), entry,
+    )  # fmt: skip
 
 
-def _pending_summary(reply: Any) -> tuple[int, str | None, str | None]:
-    """An XPENDING summary's count, oldest and newest id, from redis-py's parsed reply (a
-    dict) or Redis's own ([count, min, max, consumers]: ``_lean_pipeline``)."""
-    if isinstance(reply, Mapping):
-        found = (reply.get("pending", 0), reply.get("min"), reply.get("max"))
-    else:
-        found = (reply[0], reply[1], reply[2])
-    return int(found[0] or 0), _text(found[1]) or None, _text(found[2]) or None
+def _pending_summary(reply: Mapping[str, Any]) -> tuple[int, str | None, str | None]:
+    """An XPENDING summary's count, oldest and newest id, from redis-py's parsed reply."""
+    return (
+        int(reply.get("pending", 0) or 0),
+        _text(reply.get("min")) or None,
+        _text(reply.get("max")) or None,
+    )
 
 
-#: Replies the group page reads as Redis sends them (``_lean_pipeline``).
-_OWN_PARSE = ("XPENDING", "XRANGE")
+#: Replies the entry page reads as Redis sends them (``_lean_pipeline``).
+_OWN_PARSE = ("XRANGE",)
 _lean_callbacks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _lean_pipeline(client: Client) -> Any:
-    """A pipeline (no transaction) whose XPENDING and XRANGE replies are Redis's own
-    lists, not redis-py's dicts: ``_pending_row``, ``_pending_summary`` and ``_entry``
-    read either. redis-py builds a dict per pending row and per entry's fields, which on
-    the group page (51 rows, 50 payloads) cost more than Redis's work and the round trip
-    together. A cluster pipeline parses replies through its nodes' clients: it keeps
-    redis-py's (the same answers)."""
+    """A pipeline (no transaction) whose XRANGE replies are Redis's own lists, not
+    redis-py's dicts (``_entry`` reads either). Only ``entries.entry_detail`` uses it; the
+    group page keeps redis-py's parsing, which measured 72 µs of CPU more per page at
+    1,000,000 pending (docs/benchmarks.md). A cluster pipeline parses replies through its
+    nodes' clients: it keeps redis-py's (the same answers)."""
     pipe = client.pipeline(transaction=False)
     if isinstance(client, redis.Redis):
         lean = _lean_callbacks.get(client)

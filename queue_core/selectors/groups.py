@@ -20,7 +20,6 @@ from queue_core.selectors._common import (
     _first_id,
     _group_info,
     _id_after,
-    _lean_pipeline,
     _may_wait,
     _missing,
     _ms_or_none,
@@ -126,7 +125,7 @@ def group_page(
     when ``detail`` is."""
     cursor = _id_after(start) if start else "-"
     plain = min_idle_ms <= 0
-    pipe = _lean_pipeline(client)
+    pipe = client.pipeline(transaction=False)
     detail_n = _group_detail_queue(pipe, stream, group)
     pending_n = (
         _pending_plain_queue(pipe, stream, group, cursor, PENDING_PAGE_SIZE, consumer, True)

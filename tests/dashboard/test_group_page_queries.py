@@ -1,7 +1,7 @@
 """The group page's SQL statements and Redis round trips per request, counted: a
 regression (one more query or round trip per request) fails here. A logged-in request of
 the group page reads its session (the database, in tests), the user (django.contrib.auth's
-get_user), its permissions (one statement, dashboard.runtime.middleware.PermissionsMiddleware),
+get_user), its permissions (Django's ModelBackend: its own and its groups' permissions),
 the page's entries' last failures, the group's failures of the last hour (the health
 verdict, counted up to its mark), the rates (one statement: the latest point and the
 drain estimate) and, for a group administrator, the last position reset; nothing else.
@@ -46,7 +46,8 @@ def _tables(sql: str) -> str:
 READS = [
     "django_session",
     "auth_user",
-    "auth_permission",
+    "auth_permission",  # ModelBackend: the user's own permissions
+    "auth_permission",  # and its groups'
     "dashboard_indexedfailure",  # the page's entries' last failures
     "dashboard_indexedfailure",  # the health verdict's failures in the last hour (capped)
     "dashboard_ratesample",

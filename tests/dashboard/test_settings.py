@@ -91,9 +91,11 @@ class ProductionSettingsTests:
         applied = [line for line in out.stdout.splitlines() if line.strip().startswith("[")]
         assert applied and all(line.strip().startswith("[X]") for line in applied), out.stdout
 
-    def test_database_connections_are_kept_for_the_next_request(self, tmp_path: Path) -> None:
-        """PostgreSQL: psycopg's pool; SQLite: dashboard.runtime.sqlite3, which keeps closed
-        connections. Both close at each request's end (CONN_MAX_AGE 0) to hand them back."""
+    def test_database_connections_are_pooled_or_closed_at_the_request_end(
+        self, tmp_path: Path
+    ) -> None:
+        """PostgreSQL: psycopg's pool, which a request's end (CONN_MAX_AGE 0) hands its
+        connection back to; SQLite: Django's own engine, closed at each request's end."""
         show = (
             "import json; from django.conf import settings; db = settings.DATABASES['default'];"
             "print(json.dumps([db['CONN_MAX_AGE'], db.get('OPTIONS', {}).get('pool'),"
@@ -122,4 +124,4 @@ class ProductionSettingsTests:
         assert json.loads(off.stdout) == [0, None, "django.db.backends.postgresql"]
         sqlite = _manage("shell", "--no-imports", "-c", show, **env)
         assert sqlite.returncode == 0, sqlite.stderr
-        assert json.loads(sqlite.stdout) == [0, None, "dashboard.runtime.sqlite3"]
+        assert json.loads(sqlite.stdout) == [0, None, "django.db.backends.sqlite3"]

@@ -276,9 +276,8 @@ class PendingPayloadReadTests:
 
 
 class GroupPageTests:
-    """``group_page`` reads the header and a pending page in one round trip, parsing the
-    XPENDING and XRANGE replies itself (``_lean_pipeline``); what it returns is exactly
-    what ``group_detail`` and ``pending_page`` return through redis-py's parsing."""
+    """``group_page`` reads the header and a pending page in one round trip; what it returns
+    is exactly what ``group_detail`` and ``pending_page`` return with their own reads."""
 
     def test_the_same_answers_as_the_separate_reads_whatever_the_gaps(
         self, r: redis.Redis, stream: str

@@ -147,10 +147,11 @@ _lean_callbacks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary
 
 def _lean_pipeline(client: Client) -> Any:
     """A pipeline (no transaction) whose XRANGE replies are Redis's own lists, not
-    redis-py's dicts (``_entry`` reads either). Only ``entries.entry_detail`` uses it; the
-    group page keeps redis-py's parsing, which measured 72 µs of CPU more per page at
-    1,000,000 pending (docs/benchmarks.md). A cluster pipeline parses replies through its
-    nodes' clients: it keeps redis-py's (the same answers)."""
+    redis-py's dicts (``_entry`` reads either). Only ``entries.entry_detail`` uses it.
+    Kept because the entry page shows an entry exactly as stored: redis-py's dict merges
+    fields whose names repeat (``XADD s * a 1 a 2`` reads as ``{a: 2}``); it also halves a
+    50,000-field entry's page (docs/benchmarks.md). A cluster pipeline parses replies
+    through its nodes' clients: it keeps redis-py's."""
     pipe = client.pipeline(transaction=False)
     if isinstance(client, redis.Redis):
         lean = _lean_callbacks.get(client)

@@ -55,6 +55,14 @@ class EntryFieldsPageTests:
         assert _field_names(text) == ["a", "b"]
         assert 'id="fields-range"' not in text and 'id="fields-more"' not in text
 
+    def test_fields_whose_names_repeat_are_each_shown_as_stored(
+        self, viewer: Client, r: redis.Redis, stream: str
+    ) -> None:
+        # Redis keeps both ``a`` fields; a dict (redis-py's parse) would keep only the last.
+        entry_id = r.execute_command("XADD", stream, "*", "a", "1", "b", "2", "a", "3").decode()
+        page = viewer.get(reverse("dashboard:entry-detail", args=[stream, entry_id]))
+        assert _field_names(page.content.decode()) == ["a", "b", "a"]
+
     def test_large_values_stop_the_page_at_its_character_budget(
         self, viewer: Client, r: redis.Redis, stream: str
     ) -> None:

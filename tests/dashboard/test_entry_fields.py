@@ -59,7 +59,8 @@ class EntryFieldsPageTests:
         self, viewer: Client, r: redis.Redis, stream: str
     ) -> None:
         # Redis keeps both ``a`` fields; a dict (redis-py's parse) would keep only the last.
-        entry_id = r.execute_command("XADD", stream, "*", "a", "1", "b", "2", "a", "3").decode()
+        entry_id = r.execute_command("XADD", stream, "*", "a", "1", "b", "2", "a", "3")  # type: ignore[no-untyped-call]
+        entry_id = entry_id.decode()
         page = viewer.get(reverse("dashboard:entry-detail", args=[stream, entry_id]))
         assert _field_names(page.content.decode()) == ["a", "b", "a"]
 

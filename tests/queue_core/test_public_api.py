@@ -20,7 +20,7 @@ IMPORT = re.compile(r"^\s*from queue_core import (\([^)]*\)|[^\n]+)", re.MULTILI
 
 
 def imported_names(text: str) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for match in IMPORT.finditer(text):
         body = re.sub(r"#[^\n]*", "", match.group(1)).strip("()")
         names.update(part.split(" as ")[0].strip() for part in body.split(","))

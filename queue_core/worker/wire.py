@@ -26,7 +26,11 @@ re-measures the whole loop):
   about 1.4 µs per id of a 100-id XACK, a third of the Worker's per-entry cost; skipping
   the serializer's per-argument bytearray check saves another ~0.3 µs per XACK id.
 
-Replies are hiredis's own (RESP2 or RESP3 shapes), with no response callbacks.
+Replies are the parser's own (RESP2 or RESP3 shapes), with no response callbacks.
+
+hiredis is the wheel's ``hiredis`` extra, installed with the dashboard. Without it the
+same commands are packed by redis-py's Python serializer and read by its Python parser:
+the same bytes on the wire, at the pure-Python figures above.
 """
 
 from __future__ import annotations
@@ -39,12 +43,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import hiredis
 import redis
 import redis.asyncio as aredis
+from redis._parsers import Encoder
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.connection import HiredisRespSerializer
+from redis.connection import HiredisRespSerializer, PythonRespSerializer
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
@@ -54,6 +58,27 @@ from queue_core.errors import Redirect, error_code, group_exists, redirect, topo
 from queue_core.worker.config import WorkerConfig, WorkerConfigError
 
 log = logging.getLogger("queue_core.worker")
+
+#: redis-py's own packer, for when hiredis is not installed (no chunking: ``pack`` joins).
+#: redis-py leaves both untyped.
+_ENCODER = Encoder("utf-8", "strict", False)  # type: ignore[no-untyped-call]
+_PYTHON_SERIALIZER = PythonRespSerializer(1 << 62, _ENCODER.encode)
+
+
+def pack_python(args: tuple[Any, ...]) -> bytes:
+    """One command in RESP, packed in Python as redis-py packs it without hiredis."""
+    return b"".join(_PYTHON_SERIALIZER.pack(*args))  # type: ignore[no-untyped-call]
+
+
+#: One command in RESP: hiredis's C packer when it is installed (the hot path's figures
+#: above), else ``pack_python``.
+pack: Callable[[tuple[Any, ...]], bytes]
+try:
+    import hiredis
+except ImportError:
+    pack = pack_python
+else:
+    pack = hiredis.pack_command
 
 #: Ids per XACK: bounds one command's size (and Redis's time in it) on a huge batch.
 XACK_MAX_IDS = 10_000
@@ -168,7 +193,7 @@ class Line:
         if conn is None:
             conn = await self._connect()
         try:
-            await conn.send_packed_command(hiredis.pack_command(args), check_health=False)
+            await conn.send_packed_command(pack(args), check_health=False)
             return await conn.read_response()
         except redis.ResponseError as exc:
             # A whole error reply was read: the connection is still in step.
@@ -218,7 +243,7 @@ class Line:
             self._route.moved(where)
             conn = await self._connect()
             try:
-                await conn.send_packed_command(hiredis.pack_command(args), check_health=False)
+                await conn.send_packed_command(pack(args), check_health=False)
                 return await conn.read_response()
             except redis.ResponseError as again:
                 if not topology_changed(again):
@@ -237,7 +262,7 @@ class Line:
         pool = self._route.ask_pool(host, where.port)
         conn = await pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            packed = hiredis.pack_command(("ASKING",)) + hiredis.pack_command(args)
+            packed = pack(("ASKING",)) + pack(args)
             await conn.send_packed_command(packed, check_health=False)
             await conn.read_response()  # +OK
             return await conn.read_response()
@@ -318,7 +343,7 @@ class _HiredisPackConnection(aredis.Connection):
             try:
                 # The worker's own commands (str, bytes and int arguments) go straight to
                 # C; the serializer's per-argument bytearray check is ~0.3 µs per XACK id.
-                return [hiredis.pack_command(args)]
+                return [pack(args)]
             except TypeError:
                 pass
         packed: list[bytes] = self._packer.pack(*args)

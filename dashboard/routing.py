@@ -1,6 +1,6 @@
 """WebSocket routes: one per kind of live surface in ``dashboard.live.registry.KINDS``.
 
-Paths come from the registry, which escapes names exactly like ``dashboard.views.converters``
+Paths come from the registry, which escapes names exactly like ``dashboard.display.converters``
 does for page URLs (``%`` and ``/`` escaped, then the whole segment percent-encoded),
 because the ASGI server decodes the path once before routing. ``websocket_routes`` (what
 ``dashboard.asgi`` routes) ends with a catch-all: any other path is closed with 4404 by

@@ -6,9 +6,10 @@ from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path, re_path, register_converter
 from django.views.generic import RedirectView
 
+from dashboard.display import converters
 from dashboard.redrive import views as redrive_views
 from dashboard.views import actions as action_views
-from dashboard.views import admin_actions, converters, fleet_actions
+from dashboard.views import admin_actions, fleet_actions
 from dashboard.views import api as api_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views

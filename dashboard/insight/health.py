@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from dashboard.templatetags.ackboard import human_ms
+from dashboard.display.durations import human_ms
 from queue_core.health import GroupHealth, GroupState, StreamHealth
 
 #: Failures in the last hour at or above this make a group "failing" (red), below amber.

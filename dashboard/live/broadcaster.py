@@ -31,7 +31,7 @@ So Redis load grows with the number of *open streams*, never with the number of 
 
 Each surface is rendered and pushed on its own: one that fails (a template or payload bug,
 a hostile value) is skipped and the others go on. Its failure is logged at most once a
-minute per surface (``dashboard.live.logs``), as one short line, with the traceback only
+minute per surface (``dashboard.runtime.logs``), as one short line, with the traceback only
 the first time, so a failure that repeats every cycle cannot flood the log. It never
 writes to Redis and never renders for one user (``dashboard.live.render``).
 
@@ -78,13 +78,13 @@ from redis.exceptions import RedisClusterException
 
 from dashboard.insight.fleet import fleet_stamps
 from dashboard.live import registry
-from dashboard.live.logs import FailureLog, log
 from dashboard.live.outbox import Outbox
 from dashboard.live.registry import Perms, Poll, Surface
 from dashboard.live.render import surface_render
 from dashboard.live.wakeups import REDIS_AWAY, WakeUps
 from dashboard.models import IndexedFailure
 from dashboard.runtime.connection import get_redis
+from dashboard.runtime.logs import FailureLog, log
 from queue_core import selectors
 from queue_core.connection import Client
 

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 
-from dashboard.live.logs import socket_warnings
+from dashboard.runtime.logs import socket_warnings
 
 
 class Outbox:

@@ -7,7 +7,7 @@ below ``/ws/``, and what makes it change (its signature over one poll). The broa
 the consumers, the socket routes and ``{% live_url %}`` all read this table: a new live
 page is one entry here, plus its template's partial ids and ws attributes.
 
-Names travel in socket paths as they do in page URLs (``dashboard.views.converters``: ``%`` and
+Names travel in socket paths as they do in page URLs (``dashboard.display.converters``: ``%`` and
 ``/`` escaped, then the segment percent-encoded, because the server decodes the path once
 before routing), and are read back with the pages' own rules, so a socket never follows a
 name or id its page refuses. This module never talks to Redis and never renders; it costs
@@ -26,8 +26,8 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils.module_loading import import_string
 
+from dashboard.display.converters import NameConverter, name_problem, name_segment
 from dashboard.insight.stream_index import OverviewQuery
-from dashboard.views.converters import NameConverter, name_problem, name_segment
 from queue_core.connection import Client
 from queue_core.keys import stream_visible
 from queue_core.types import LiveStamps

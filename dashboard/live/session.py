@@ -55,8 +55,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from dashboard.live.logs import socket_warnings
 from dashboard.live.registry import Perms
+from dashboard.runtime.logs import socket_warnings
 from queue_core.backoff import Backoff
 
 log = logging.getLogger("ackboard.live")

@@ -31,9 +31,9 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
-from dashboard.live.logs import FailureLog, log
 from dashboard.live.registry import Surface
 from dashboard.runtime.connection import get_redis
+from dashboard.runtime.logs import FailureLog, log
 from queue_core.backoff import Backoff
 from queue_core.bounded_json import json_read
 from queue_core.keys import EVENTS_CHANNEL

@@ -30,11 +30,11 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 
 from dashboard.access.audit import audit_record
+from dashboard.display.converters import name_problem
 from dashboard.redrive.models import RedriveJob
 from dashboard.redrive.runner import max_rate
 from dashboard.redrive.selection import DryRun, RedriveFilter, dry_run
 from dashboard.views.action_runner import BadRequest, check_stream
-from dashboard.views.converters import name_problem
 from queue_core.connection import Client
 
 PERMISSION = "dashboard.redrive_dead_letters"

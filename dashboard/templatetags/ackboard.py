@@ -24,6 +24,7 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
+from dashboard.display.durations import human_ms
 from queue_core.validation import entry_id_check, entry_id_ms
 
 register = template.Library()
@@ -35,30 +36,6 @@ def _html(markup: str, *args: Any) -> SafeString:
     table calls these helpers 100 times a page, and the wrappers cost more than the rest."""
     values = (a.__html__() if hasattr(a, "__html__") else html.escape(str(a)) for a in args)
     return mark_safe(markup.format(*values))  # noqa: S308 - every value escaped above
-
-
-_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
-
-
-def human_ms(ms: int | float | None) -> str:
-    """``200000`` -> ``3 min 20 s``: the two largest units, or ms below one second."""
-    if ms is None:
-        return "—"
-    ms = int(ms)
-    if ms < 0:
-        return "-" + human_ms(-ms)
-    if ms < 1_000:
-        return f"{ms} ms"
-    for i, (unit, size) in enumerate(_UNITS):
-        if ms >= size:
-            big, rest = divmod(ms, size)
-            text = f"{big} {unit}"
-            if i + 1 < len(_UNITS):
-                next_unit, next_size = _UNITS[i + 1]
-                if small := rest // next_size:
-                    text += f" {small} {next_unit}"
-            return text
-    return f"{ms} ms"  # unreachable: ms >= 1000 matches "s"
 
 
 @register.filter
@@ -88,14 +65,6 @@ def _id_ms(entry_id: str | None) -> int | None:
         return entry_id_ms(entry_id_check(str(entry_id))) if entry_id else None
     except ValueError:
         return None
-
-
-def since_ms(idle_ms: int | float, now_ms: int) -> int:
-    """The instant an idle time started, rounded up to the second: what ``since_span``
-    shows for "idle for ``idle_ms`` at ``now_ms``". Rounding keeps the instant the same
-    from one read to the next (so is the HTML), and up, so the idle time the browser
-    derives from it is never more than the true one (a claim posts it as its guard)."""
-    return -(-(int(now_ms) - int(idle_ms)) // 1000) * 1000
 
 
 @register.simple_tag

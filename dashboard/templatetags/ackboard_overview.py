@@ -26,10 +26,10 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from dashboard.display.converters import name_problem, name_segment
 from dashboard.insight.health import BAD, verdict_html
 from dashboard.templatetags.ackboard import age_span
 from dashboard.templatetags.ackboard_rates import overview_lag_extra
-from dashboard.views.converters import name_problem, name_segment
 
 register = template.Library()
 

@@ -15,7 +15,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from dashboard.templatetags.ackboard import human_ms
+from dashboard.display.durations import human_ms
 
 register = template.Library()
 

@@ -41,15 +41,10 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from dashboard.templatetags.ackboard import (
-    copy_button,
-    duration_span,
-    human_ms,
-    since_ms,
-    since_span,
-)
+from dashboard.display.converters import name_problem, name_segment
+from dashboard.display.durations import human_ms, since_ms
+from dashboard.templatetags.ackboard import copy_button, duration_span, since_span
 from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_ms, row_urls
-from dashboard.views.converters import name_problem, name_segment
 
 register = template.Library()
 

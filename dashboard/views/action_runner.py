@@ -41,7 +41,7 @@ from django_htmx.http import (
 )
 
 from dashboard.access.audit import audit_record
-from dashboard.views.converters import name_problem
+from dashboard.display.converters import name_problem
 from dashboard.views.forms import ActionForm
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.keys import CrossSlotName, stream_keys, stream_visible

@@ -40,6 +40,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from dashboard.display.converters import name_problem
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
 from dashboard.views import admin_actions, fleet_actions
@@ -59,7 +60,6 @@ from dashboard.views.action_runner import (
     run,
 )
 from dashboard.views.action_table import TARGET_KINDS, Action, Call
-from dashboard.views.converters import name_problem
 from dashboard.views.forms import (
     MAX_CONSUMER_LENGTH,
     AcknowledgeForm,

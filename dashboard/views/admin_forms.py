@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from dashboard.views.converters import name_problem
+from dashboard.display.converters import name_problem
 from dashboard.views.forms import PostedText, StreamIdField, TargetForm, WholeNumberField
 from queue_core import admin
 

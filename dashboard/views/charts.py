@@ -40,6 +40,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.display.converters import name_problem
 from dashboard.insight.rates.estimate import Estimate, estimate_from
 from dashboard.insight.rates.models import RateSample
 from dashboard.insight.rates.series import (
@@ -50,7 +51,6 @@ from dashboard.insight.rates.series import (
     point_and_estimate,
 )
 from dashboard.models import AuditEvent
-from dashboard.views.converters import name_problem
 from queue_core.keys import stream_visible
 from queue_core.types import StreamSummary
 

@@ -31,11 +31,11 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.display.converters import name_problem
 from dashboard.insight import failure_index
 from dashboard.insight.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
 from dashboard.models import IndexedFailure
 from dashboard.runtime.connection import get_redis
-from dashboard.views.converters import name_problem
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 

@@ -31,14 +31,14 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.display.converters import name_problem
+from dashboard.display.durations import since_ms
 from dashboard.insight import failure_index, stream_index
 from dashboard.insight import health as verdicts
 from dashboard.insight.fleet import fleet_context, fleet_queue
 from dashboard.insight.health import StreamVerdict, Verdict
 from dashboard.runtime.connection import get_redis
-from dashboard.templatetags.ackboard import since_ms
 from dashboard.views import charts, edit_replay, payloads
-from dashboard.views.converters import name_problem
 from queue_core import health as queue_health
 from queue_core import selectors
 from queue_core.connection import Client

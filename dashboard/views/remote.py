@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboard.access.permissions import may_act
+from dashboard.display.durations import human_ms
 from dashboard.runtime.connection import get_redis
-from dashboard.templatetags.ackboard import human_ms
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,

@@ -59,7 +59,7 @@ def _chart_server(own: RedisServer) -> Iterator[tuple[LiveServer, redis.Redis]]:
 
 
 def _group_page(page: Any, server: LiveServer, stream: str, group: str) -> None:
-    from dashboard.views.converters import name_segment
+    from dashboard.display.converters import name_segment
 
     page.goto(f"{server.url}/streams/{name_segment(stream)}/groups/{name_segment(group)}/")
 

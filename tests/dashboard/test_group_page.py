@@ -18,7 +18,7 @@ from django.template import Context, Template
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.templatetags.ackboard import since_ms
+from dashboard.display.durations import since_ms
 from queue_core.health import group_health
 from queue_core.types import ConsumerInfo
 from tests.dashboard.action_helpers import MakeClient

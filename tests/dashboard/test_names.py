@@ -20,9 +20,9 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dashboard.display.converters import MAX_SEGMENT_BYTES, name_problem, name_segment
 from dashboard.models import IndexedFailure
 from dashboard.routing import live_path
-from dashboard.views.converters import MAX_SEGMENT_BYTES, name_problem, name_segment
 from queue_core.keys import MAX_NAME_LENGTH, stream_keys
 from queue_core.services import entry_dead_letter
 from tests.factories import make_group, make_pending

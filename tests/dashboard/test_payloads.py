@@ -12,7 +12,8 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.templatetags.ackboard import copy_button, duration_span, human_ms
+from dashboard.display.durations import human_ms
+from dashboard.templatetags.ackboard import copy_button, duration_span
 from dashboard.views import payloads
 from queue_core import services
 from tests.factories import add_entries, make_group

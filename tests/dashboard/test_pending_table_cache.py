@@ -21,7 +21,8 @@ from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.templatetags.ackboard import since_ms, since_span
+from dashboard.display.durations import since_ms
+from dashboard.templatetags.ackboard import since_span
 from tests.dashboard.action_helpers import MakeClient
 from tests.factories import indexed_failure, make_pending
 

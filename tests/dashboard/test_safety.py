@@ -25,9 +25,9 @@ from django.urls import URLPattern, URLResolver
 
 from dashboard import urls
 from dashboard.access.audit import audit_record
+from dashboard.display.converters import NameConverter
 from dashboard.models import AuditEvent
 from dashboard.views import payloads
-from dashboard.views.converters import NameConverter
 from queue_core.keys import stream_keys
 from tests.factories import make_pending
 from tests.redis_server import RedisServer, free_port

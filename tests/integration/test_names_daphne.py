@@ -1,6 +1,6 @@
 """Names at the longest a link may carry work through daphne.
 
-``dashboard.views.converters.MAX_SEGMENT_BYTES`` bounds an encoded name so that the heaviest
+``dashboard.display.converters.MAX_SEGMENT_BYTES`` bounds an encoded name so that the heaviest
 request a page makes still fits daphne's 16 KB limit on the request line plus headers:
 an htmx action from a group page filtered by consumer, which sends the stream and group
 in the path and again in HX-Current-URL, with a Referer at Chromium's 4 KB cap. This
@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import pytest
 import redis
 
-from dashboard.views.converters import MAX_SEGMENT_BYTES, name_problem, name_segment
+from dashboard.display.converters import MAX_SEGMENT_BYTES, name_problem, name_segment
 from tests.browser.server import LiveServer, ServerFailed
 from tests.factories import make_pending
 from tests.servers import started

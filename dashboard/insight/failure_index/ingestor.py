@@ -29,8 +29,8 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 
 from dashboard.insight.failure_index.records import failure_record_parse
 from dashboard.insight.failure_index.retention import failures_prune_expired
-from dashboard.live.logs import FailureLog
 from dashboard.models import IndexedFailure
+from dashboard.runtime.logs import FailureLog
 from queue_core.backoff import Backoff
 from queue_core.bounded_json import json_read
 from queue_core.connection import Client

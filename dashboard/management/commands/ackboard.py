@@ -35,9 +35,9 @@ from django.db import DatabaseError
 
 from dashboard.access.api_tokens import token_issue, token_revoke
 from dashboard.management import group_admin as admin_cli
+from dashboard.management import redrive as redrive_cli
 from dashboard.management.table import Options, Step, Subcommand, single
 from dashboard.models import ApiToken
-from dashboard.redrive import cli as redrive_cli
 from dashboard.runtime.middleware import redis_problem
 from dashboard.views.remote import Answer, action_answer, bulk_answer, refusal
 from queue_core.errors import invalid_id

@@ -20,11 +20,12 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from dashboard.live import broadcaster as broadcaster_module
-from dashboard.live import logs, registry
+from dashboard.live import registry
 from dashboard.live.broadcaster import Broadcaster
 from dashboard.live.registry import Surface
 from dashboard.models import IndexedFailure
 from dashboard.routing import live_path
+from dashboard.runtime import logs
 from queue_core.events import event_publish
 from queue_core.keys import stream_keys
 from tests.dashboard.live.sockets import (

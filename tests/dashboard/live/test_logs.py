@@ -7,7 +7,7 @@ import logging
 import pytest
 import redis
 
-from dashboard.live import logs
+from dashboard.runtime import logs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

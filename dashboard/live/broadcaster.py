@@ -81,7 +81,7 @@ from dashboard.live import registry
 from dashboard.live.outbox import Outbox
 from dashboard.live.registry import Perms, Poll, Surface
 from dashboard.live.render import surface_render
-from dashboard.live.wakeups import REDIS_AWAY, WakeUps
+from dashboard.live.wakeups import REDIS_AWAY, LiveCounters, WakeUps
 from dashboard.models import IndexedFailure
 from dashboard.runtime.connection import get_redis
 from dashboard.runtime.logs import FailureLog, log
@@ -147,17 +147,6 @@ class _CycleWork:
     last_ids: dict[str, str]
     overview_streams: tuple[str, ...] | None
     polled: tuple[str, ...]
-
-
-@dataclass
-class LiveCounters:
-    """What the broadcaster did, for tests and benchmarks."""
-
-    cycles: int = 0
-    renders: int = 0
-    pushes: int = 0
-    events: int = 0
-    wakes_by_xread: int = 0
 
 
 @dataclass

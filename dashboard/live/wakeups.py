@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
@@ -38,10 +39,19 @@ from queue_core.backoff import Backoff
 from queue_core.bounded_json import json_read
 from queue_core.keys import EVENTS_CHANNEL
 
-if TYPE_CHECKING:
-    from dashboard.live.broadcaster import LiveCounters
-
 T = TypeVar("T")
+
+
+@dataclass
+class LiveCounters:
+    """What the broadcaster did, for tests and benchmarks."""
+
+    cycles: int = 0
+    renders: int = 0
+    pushes: int = 0
+    events: int = 0
+    wakes_by_xread: int = 0
+
 
 #: Event types that make the broadcaster re-render at once rather than on the next tick.
 REACT_TO = frozenset({"failure", "dead_letter", "action"})

@@ -3,14 +3,14 @@ parsed JSON value.
 
 Fields and keys whose names match ``settings.ACKBOARD_REDACT_PATTERN`` are redacted (also
 inside JSON objects, and inside JSON carried in JSON strings), and redaction fails
-closed. JSON is found after a byte order mark, leading whitespace, in UTF-16/32, and with
-invalid bytes (kept as ``\\xNN``; ``dashboard.views.payload_json``). A value that looks
-like a JSON document but is not parsed (invalid, or refused by a bound) is masked whole
-if a redacted key name appears anywhere in it; any text is masked whole if it holds a
-quoted key matching the pattern followed by ``:`` or ``=`` (``names_secret``). Both
-checks also look through ``\\u``/``\\x`` escapes, %-encoding, HTML entities, NUL padding
-and NFKC look-alikes. ``dashboard.views.payloads`` always redacts before it cuts a value,
-so previews cannot leak either.
+closed. JSON is found after a byte order mark, leading whitespace, in UTF-16/32
+(``dashboard.views.payload_json``), and with invalid bytes (kept as ``\\xNN``). A value
+that looks like a JSON document but is not parsed (invalid, or refused by a bound) is
+masked whole if a redacted key name appears anywhere in it; any text is masked whole if
+it holds a quoted key matching the pattern followed by ``:`` or ``=`` (``names_secret``).
+Both checks also look through ``\\u``/``\\x`` escapes, %-encoding, HTML entities, NUL
+padding and NFKC look-alikes. ``dashboard.views.payloads`` always redacts before it cuts
+a value, so previews cannot leak either.
 
 It never decodes bytes nor decides what is shown. Cost: linear in the text checked (a
 few rounds for encoded text); a value's inner documents are parsed at most

@@ -57,7 +57,7 @@ from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
 from dashboard.runtime.connection import get_redis  # noqa: E402
-from dashboard.views import pages  # noqa: E402
+from dashboard.views import group_page  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
 STREAM = "bench:orders"
@@ -262,7 +262,7 @@ def group_section(admin: redis.Redis, web: Client, entries: int, r: int) -> None
     idle = measure(admin, page({"min_idle": str(RARE_IDLE_MS // 1000)}), max(3, r // 3))
     # The data half of the page alone (selectors, previews, failure lookup; no template).
     context_only = measure(
-        admin, lambda: pages.group_context(client=client, stream=STREAM, group=GROUP), r
+        admin, lambda: group_page.group_context(client=client, stream=STREAM, group=GROUP), r
     )
     unbounded = measure(
         admin,

@@ -307,9 +307,9 @@ def refresher_stop() -> None:
 
 #: How a sort ranks a stream from its figures (None when not gathered yet: ranked last).
 SortKey = Callable[[str, StreamSummary | None], tuple[object, ...]]
-#: The sort keys by sort name, for now (``pages.overview_sort_keys``, looked up by name:
-#: the pages module imports this one).
-_KEYS_PATH = "dashboard.views.pages.overview_sort_keys"
+#: The sort keys by sort name, for now (``overview_page.overview_sort_keys``, looked up by
+#: name: the overview page's module imports this one).
+_KEYS_PATH = "dashboard.views.overview_page.overview_sort_keys"
 
 
 @dataclass(frozen=True, slots=True)

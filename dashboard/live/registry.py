@@ -107,7 +107,7 @@ class SurfaceKind:
 def overview_streams(surface: Surface) -> tuple[str, ...]:
     """The streams on an overview surface's page, from the process's stream index: no
     Redis, O(page) once the view's order is cached (``dashboard.insight.stream_index``)."""
-    names: Callable[..., tuple[str, ...]] = import_string(_PAGES + "overview_page_names")
+    names: Callable[..., tuple[str, ...]] = import_string(_OVERVIEW + "overview_page_names")
     return names(view=surface.view)
 
 
@@ -148,12 +148,14 @@ def _dlq_signature(surface: Surface, poll: Poll) -> Any:
 
 
 _PAGES = "dashboard.views.pages."
+_OVERVIEW = "dashboard.views.overview_page."
+_GROUP = "dashboard.views.group_page."
 
 KINDS: dict[str, SurfaceKind] = {
     "overview": SurfaceKind(
         template="dashboard/overview.html",
         partials=("stream-table",),
-        context=_PAGES + "overview_context",
+        context=_OVERVIEW + "overview_context",
         page="dashboard:overview",
         socket="overview/{view}/",
         signature=_overview_signature,
@@ -176,7 +178,7 @@ KINDS: dict[str, SurfaceKind] = {
             "group-workers",
             "pending-table",
         ),
-        context=_PAGES + "group_context",
+        context=_GROUP + "group_context",
         page="dashboard:group-detail",
         socket="streams/{stream}/groups/{group}/",
         signature=_group_signature,

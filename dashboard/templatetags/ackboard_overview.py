@@ -71,7 +71,7 @@ def _pattern(view: str) -> tuple[str, str]:
 
 @register.simple_tag
 def overview_rows(rows: Iterable[Any], drains: Mapping[str, Any] | None = None) -> SafeString:
-    """The ``<tr>`` of each ``pages.OverviewRow``, in order. ``drains``: each stream's lag
+    """The ``<tr>`` of each ``overview_page.OverviewRow``, in order. ``drains``: each stream's lag
     in time and drain estimate (``views.charts.overview_drains``), shown under its lag."""
     drains = drains or {}
     stream_url = _pattern("dashboard:stream-detail")

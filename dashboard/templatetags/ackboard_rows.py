@@ -178,7 +178,7 @@ def pending_table_key(context: template.Context) -> str:
 
 @register.simple_tag(takes_context=True)
 def pending_rows(context: template.Context, rows: Any, stream: str, group: str) -> SafeString:
-    """The ``<tr>`` of each of ``rows`` (``pages.PendingRowView``), with the buttons the
+    """The ``<tr>`` of each of ``rows`` (``group_page.PendingRowView``), with the buttons the
     context's ``perms`` allow. O(rows); two ``reverse`` calls and no query per table."""
     perms = context.get("perms")
 

@@ -69,8 +69,8 @@ from dashboard.views.forms import (
     PurgeForm,
     Target,
 )
+from dashboard.views.group_page import PendingFilters, pending_rows_view
 from dashboard.views.htmx import HtmxHttpRequest
-from dashboard.views.pages import PendingFilters, pending_rows_view
 from queue_core import selectors, services
 from queue_core.types import PendingPage
 

@@ -39,7 +39,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.access.permissions import queues_view_required
 from dashboard.runtime.connection import get_redis
 from dashboard.views import payloads
-from dashboard.views.pages import _bad_input, _check_visible, _name
+from dashboard.views.page_input import bad_input, check_visible, valid_name
 from queue_core import payload_search
 from queue_core.errors import not_a_group
 from queue_core.keys import MAX_NAME_LENGTH, CrossSlotName
@@ -79,7 +79,7 @@ def _where(request: HttpRequest) -> tuple[str, str]:
     if where == "pending":
         if not group:
             raise BadRequest("Say which group's pending entries to search.")
-        _name(group, "group")
+        valid_name(group, "group")
         if len(group) > MAX_NAME_LENGTH:
             raise BadRequest("That group name is too long.")
     return where, group
@@ -117,7 +117,7 @@ def find_context(
     *, stream: str, where: str, group: str, query: SearchQuery, after: str | None, seen: int
 ) -> dict[str, Any]:
     """One slice of the search and what the results partial shows."""
-    _check_visible(stream)
+    check_visible(stream)
     budget = {
         "max_entries": int(getattr(settings, "ACKBOARD_SEARCH_MAX_ENTRIES", 5000)),
         "max_ms": int(getattr(settings, "ACKBOARD_SEARCH_MAX_MS", 250)),
@@ -176,10 +176,10 @@ def find_context(
 @never_cache
 @vary_on_headers("HX-Request")
 @queues_view_required
-@_bad_input
+@bad_input
 def payload_find(request: HttpRequest, stream: str) -> HttpResponse:
     """One budgeted slice of a payload search; Continue asks for the next."""
-    stream = _name(stream, "stream")
+    stream = valid_name(stream, "stream")
     where, group = _where(request)
     context = find_context(
         stream=stream,
@@ -223,19 +223,19 @@ def time_to_ms(text: str) -> int:
 @require_GET
 @never_cache
 @queues_view_required
-@_bad_input
+@bad_input
 def time_jump(request: HttpRequest, stream: str) -> HttpResponse:
     """Open the stream, dead-letter or pending page at a time: the stream and dead-letter
     pages (newest first) at the newest entry before it (``before=<ms>-0``), the pending
     page at the first pending entry at or after it (its ``start`` filter). The URL ends
     with the table's id, so the browser shows the table it jumped in, not the page's top."""
-    stream = _name(stream, "stream")
+    stream = valid_name(stream, "stream")
     where, group = _where(request)
     try:
         ms = time_to_ms(request.GET.get("at", ""))
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    _check_visible(stream)
+    check_visible(stream)
     if where == "stream":
         url = (
             reverse("dashboard:stream-detail", args=[stream])

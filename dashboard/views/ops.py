@@ -51,7 +51,7 @@ from dashboard.runtime.connection import get_redis
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import summary_health
-from queue_core.types import StreamOverview
+from queue_core.types import StreamOverview, StreamSummary
 from queue_core.validation import entry_id_ms
 
 #: How long one collection is served to every scraper.
@@ -61,6 +61,43 @@ METRICS_TTL_S = 1.0
 #: collection takes 1-1.5 s, mostly prometheus-client writing 90,000 samples, 6 MB).
 METRICS_COST_FACTOR = 10.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+#: The per-stream gauges: name and help, in the order they are exposed.
+_STREAM_GAUGES = (
+    ("ackboard_stream_length", "Entries in the stream"),
+    ("ackboard_stream_dead_letter_length", "Entries in the dead-letter stream"),
+    ("ackboard_stream_failure_log_length", "Entries in the capped failure log ({S}:failures)"),
+)
+#: The per-group gauges: name and help, in the order they are exposed.
+_GROUP_GAUGES = (
+    ("ackboard_group_pending", "Delivered but unacknowledged entries"),
+    (
+        "ackboard_group_lag",
+        "Entries not yet delivered to the group (absent when the server cannot tell)",
+    ),
+    (
+        "ackboard_group_oldest_pending_age_seconds",
+        "Age of the oldest pending entry (from its id), 0 when nothing is pending",
+    ),
+    ("ackboard_group_consumers", "Consumers in the group"),
+    (
+        "ackboard_group_live_consumers",
+        "Consumers seen within ACKBOARD_STUCK_AFTER_MS (XINFO CONSUMERS idle)",
+    ),
+    (
+        "ackboard_group_stuck",
+        "1 when consumers not seen within ACKBOARD_STUCK_AFTER_MS hold pending entries",
+    ),
+    (
+        "ackboard_group_stuck_entries",
+        "Pending entries held by consumers not seen within ACKBOARD_STUCK_AFTER_MS",
+    ),
+    (
+        "ackboard_group_no_live_consumer",
+        "1 when entries wait and no consumer was seen within ACKBOARD_STUCK_AFTER_MS",
+    ),
+)
 
 
 class _OverviewCollector(Collector):
@@ -83,82 +120,54 @@ class _OverviewCollector(Collector):
         self.figures_age_s = figures_age_s
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        s_labels = ["stream"]
-        g_labels = ["stream", "group"]
-        length = GaugeMetricFamily(
-            "ackboard_stream_length", "Entries in the stream", labels=s_labels
-        )
-        dlq = GaugeMetricFamily(
-            "ackboard_stream_dead_letter_length",
-            "Entries in the dead-letter stream",
-            labels=s_labels,
-        )
-        failures = GaugeMetricFamily(
-            "ackboard_stream_failure_log_length",
-            "Entries in the capped failure log ({S}:failures)",
-            labels=s_labels,
-        )
-        pending = GaugeMetricFamily(
-            "ackboard_group_pending", "Delivered but unacknowledged entries", labels=g_labels
-        )
-        lag = GaugeMetricFamily(
-            "ackboard_group_lag",
-            "Entries not yet delivered to the group (absent when the server cannot tell)",
-            labels=g_labels,
-        )
-        oldest = GaugeMetricFamily(
-            "ackboard_group_oldest_pending_age_seconds",
-            "Age of the oldest pending entry (from its id), 0 when nothing is pending",
-            labels=g_labels,
-        )
-        consumers = GaugeMetricFamily(
-            "ackboard_group_consumers", "Consumers in the group", labels=g_labels
-        )
-        live = GaugeMetricFamily(
-            "ackboard_group_live_consumers",
-            "Consumers seen within ACKBOARD_STUCK_AFTER_MS (XINFO CONSUMERS idle)",
-            labels=g_labels,
-        )
-        stuck = GaugeMetricFamily(
-            "ackboard_group_stuck",
-            "1 when consumers not seen within ACKBOARD_STUCK_AFTER_MS hold pending entries",
-            labels=g_labels,
-        )
-        stuck_entries = GaugeMetricFamily(
-            "ackboard_group_stuck_entries",
-            "Pending entries held by consumers not seen within ACKBOARD_STUCK_AFTER_MS",
-            labels=g_labels,
-        )
-        no_live = GaugeMetricFamily(
-            "ackboard_group_no_live_consumer",
-            "1 when entries wait and no consumer was seen within ACKBOARD_STUCK_AFTER_MS",
-            labels=g_labels,
-        )
+        streams = {
+            name: GaugeMetricFamily(name, doc, labels=["stream"]) for name, doc in _STREAM_GAUGES
+        }
+        groups = {
+            name: GaugeMetricFamily(name, doc, labels=["stream", "group"])
+            for name, doc in _GROUP_GAUGES
+        }
         for s in self.overview.streams:
-            for h in summary_health(
-                summary=s, stuck_after_ms=self.stuck_after_ms, now_ms=self.now_ms
-            ).groups:
-                labels = [s.name, h.group]
-                live.add_metric(labels, h.live_consumers)
-                stuck.add_metric(labels, int(h.stuck))
-                stuck_entries.add_metric(labels, h.stuck_entries)
-                no_live.add_metric(labels, int(h.no_live_consumer))
-            length.add_metric([s.name], s.length)
-            dlq.add_metric([s.name], s.dlq_length)
-            failures.add_metric([s.name], s.failures_length)
-            for g in s.group_stats:
-                labels = [s.name, g.name]
-                pending.add_metric(labels, g.pending)
-                consumers.add_metric(labels, g.consumers)
-                if g.lag is not None:
-                    lag.add_metric(labels, g.lag)
-                age = 0.0
-                if g.oldest_pending_id:
-                    created = entry_id_ms(g.oldest_pending_id)
-                    age = max(0.0, (self.now_ms - created) / 1000)
-                oldest.add_metric(labels, age)
-        yield from (length, dlq, failures, pending, lag, oldest, consumers)
-        yield from (live, stuck, stuck_entries, no_live)
+            self._add_health(s, groups)
+            self._add_figures(s, streams, groups)
+        yield from streams.values()
+        yield from groups.values()
+        yield from self._process_gauges()
+
+    def _add_health(self, s: StreamSummary, groups: dict[str, GaugeMetricFamily]) -> None:
+        """Each group's liveness (``queue_core.health``, from Redis alone)."""
+        health = summary_health(summary=s, stuck_after_ms=self.stuck_after_ms, now_ms=self.now_ms)
+        for h in health.groups:
+            labels = [s.name, h.group]
+            groups["ackboard_group_live_consumers"].add_metric(labels, h.live_consumers)
+            groups["ackboard_group_stuck"].add_metric(labels, int(h.stuck))
+            groups["ackboard_group_stuck_entries"].add_metric(labels, h.stuck_entries)
+            groups["ackboard_group_no_live_consumer"].add_metric(labels, int(h.no_live_consumer))
+
+    def _add_figures(
+        self,
+        s: StreamSummary,
+        streams: dict[str, GaugeMetricFamily],
+        groups: dict[str, GaugeMetricFamily],
+    ) -> None:
+        """The stream's lengths and each group's figures, as the overview shows them."""
+        streams["ackboard_stream_length"].add_metric([s.name], s.length)
+        streams["ackboard_stream_dead_letter_length"].add_metric([s.name], s.dlq_length)
+        streams["ackboard_stream_failure_log_length"].add_metric([s.name], s.failures_length)
+        for g in s.group_stats:
+            labels = [s.name, g.name]
+            groups["ackboard_group_pending"].add_metric(labels, g.pending)
+            groups["ackboard_group_consumers"].add_metric(labels, g.consumers)
+            if g.lag is not None:
+                groups["ackboard_group_lag"].add_metric(labels, g.lag)
+            age = 0.0
+            if g.oldest_pending_id:
+                created = entry_id_ms(g.oldest_pending_id)
+                age = max(0.0, (self.now_ms - created) / 1000)
+            groups["ackboard_group_oldest_pending_age_seconds"].add_metric(labels, age)
+
+    def _process_gauges(self) -> Iterator[GaugeMetricFamily]:
+        """The collection's own figures: the threshold, the stream count, the ages."""
         yield GaugeMetricFamily(
             "ackboard_stuck_after_seconds",
             "ACKBOARD_STUCK_AFTER_MS, the health threshold, in seconds",

@@ -179,7 +179,7 @@ class FilterOptionsTests:
     def test_the_tags_write_what_the_template_loops_wrote(
         self, chosen: str, min_idle_s: int
     ) -> None:
-        from dashboard.views.pages import IDLE_PRESETS, PendingFilters
+        from dashboard.views.group_page import IDLE_PRESETS, PendingFilters
 
         names = ["worker-1", '<script>alert("x")</script>', "a/b%c d&e", "cafe\u0301-x", "x" * 120]
         consumers = [ConsumerInfo(name, i * 1000, 5, None) for i, name in enumerate(names)]

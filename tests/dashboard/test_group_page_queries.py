@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard.insight.fleet import fleet_read
-from dashboard.views.pages import group_context
+from dashboard.views.group_page import group_context
 from queue_core import control, selectors
 from tests.dashboard.action_helpers import MakeClient
 from tests.dashboard.test_fleet import beat

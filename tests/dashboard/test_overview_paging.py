@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from dashboard.insight import stream_index
-from dashboard.views.pages import overview_context
+from dashboard.views.overview_page import overview_context
 from queue_core.keys import stream_keys
 from tests.factories import CountingRedis, add_entries, make_group, make_pending
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.models import IndexedFailure
-from dashboard.views.pages import PendingRowView
+from dashboard.views.group_page import PendingRowView
 from queue_core import services
 from queue_core.keys import MAX_NAME_LENGTH, stream_keys
 from tests.factories import add_entries, make_group, make_pending

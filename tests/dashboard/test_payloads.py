@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from dashboard.display.durations import human_ms
 from dashboard.templatetags.ackboard import copy_button, duration_span
-from dashboard.views import payloads
+from dashboard.views import payload_json, payloads, redaction
 from queue_core import services
 from tests.factories import add_entries, make_group
 
@@ -61,7 +61,7 @@ class FieldViewTests:
 
     def test_secrets_inside_json_are_redacted(self) -> None:
         view = payloads.field_view(b"payload", b'{"user": "ann", "auth": {"Password": "p"}}')
-        assert '"Password": "' + payloads.REDACTED in view.shown
+        assert '"Password": "' + redaction.REDACTED in view.shown
         assert '"p"' not in view.shown and view.redacted
 
     def test_pattern_is_configurable(self, settings: Any) -> None:
@@ -104,7 +104,7 @@ class PreviewTests:
     def test_preview_redacts(self) -> None:
         line = payloads.preview([(b"token", b"abc"), (b"payload", b'{"secret": "s"}')])
         assert "abc" not in line and '"s"' not in line
-        assert payloads.REDACTED in line
+        assert redaction.REDACTED in line
 
 
 class TemplateEscapingTests:
@@ -163,9 +163,9 @@ class HostileShapeTests:
             assert "nested deeper than 64 levels" in _rendered([view])
 
     def test_depth_bound_is_exact(self) -> None:
-        at_bound = b"[" * payloads.MAX_DEPTH + b"]" * payloads.MAX_DEPTH
+        at_bound = b"[" * payload_json.MAX_DEPTH + b"]" * payload_json.MAX_DEPTH
         assert payloads.field_view(b"p", at_bound).is_json
-        over = b"[" * (payloads.MAX_DEPTH + 1) + b"]" * (payloads.MAX_DEPTH + 1)
+        over = b"[" * (payload_json.MAX_DEPTH + 1) + b"]" * (payload_json.MAX_DEPTH + 1)
         assert not payloads.field_view(b"p", over).is_json
         # Brackets inside strings are not nesting.
         in_string = b'["' + b"[" * 1000 + b'"]'
@@ -379,7 +379,7 @@ class PreviewCacheTests:
         settings.ACKBOARD_REDACT_PATTERN = "password"
         assert payloads.preview(fields) == "sku=A-1 note=fragile"
         settings.ACKBOARD_REDACT_PATTERN = "note"
-        assert payloads.preview(fields) == f"sku=A-1 note={payloads.REDACTED}"
+        assert payloads.preview(fields) == f"sku=A-1 note={redaction.REDACTED}"
 
     def test_other_fields_or_width_are_other_lines(self) -> None:
         assert payloads.preview(((b"a", b"1"),)) != payloads.preview(((b"a", b"2"),))

@@ -149,7 +149,7 @@ class GroupPageRoundTripTests:
         self, r: redis.Redis, stream: str, counting: CountingRedis
     ) -> None:
         make_pending(r, stream, "g", "c1", 60)
-        time.sleep(1.1)
+        time.sleep(1.1)  # idle time: the entries must be idle past the 1 s filter
         counting.round_trips = 0
         context = group_context(client=counting, stream=stream, group="g", min_idle_s=1)
         assert counting.round_trips == 3  # the header and fleet, one window, its payloads

@@ -52,6 +52,7 @@ from tests.factories import make_group, make_pending, make_user
 from tests.health_scenario import engine
 from tests.queue_core.test_cluster import names_on_primaries
 from tests.redis_cluster import RedisCluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -604,7 +605,7 @@ class SamplerTests:
         assert b.tick() is not None and a.tick() is None
         # A holder that dies is replaced once its lease expires (3 intervals).
         r.pexpire(prefix + "lease", 1)
-        time.sleep(0.01)
+        wait_until(lambda: not r.exists(prefix + "lease"), what="the lease to expire")
         assert a.tick() is not None and b.tick() is None
 
     def test_the_lease_key_setting_lets_two_deployments_share_a_redis(
@@ -636,11 +637,8 @@ class SamplerTests:
         r.delete(RATES_SAMPLER_LEASE_KEY)
         try:
             client.get(reverse("dashboard:healthz"))
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                if RateSample.objects.filter(stream=stream).count() >= 4:
-                    break
-                time.sleep(0.1)
+            wait_until(lambda: RateSample.objects.filter(stream=stream).count() >= 4, 10,
+                       "4 samples", interval=0.1)  # fmt: skip
             assert RateSample.objects.filter(stream=stream, group="g").count() >= 2
         finally:
             rates_sampler.stop()

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ import redis
 
 from queue_core.keys import stream_keys
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(420)]
 
@@ -127,7 +128,7 @@ class Pool:
         """
         for proc, _, consumer in self.live:
             log = self.logs / f"{consumer}.log"
-            wait_for(
+            wait_until(
                 lambda proc=proc, log=log: (
                     proc.poll() is not None or b" consuming " in log.read_bytes()
                 ),
@@ -214,14 +215,6 @@ def succeeded_so_far(sink: Path) -> int:
     return sum(path.read_bytes().count(b"ok ") for path in sink.glob("runs-*.log"))
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-
-
 def drained(r: redis.Redis) -> bool:
     try:
         [group] = r.xinfo_groups(STREAM)
@@ -260,7 +253,7 @@ class ChaosTests:
             for _ in range(N_WORKERS):
                 pool.start()
             for at, what in events:
-                wait_for(
+                wait_until(
                     lambda at=at: succeeded_so_far(sink) >= at * N_JOBS,
                     timeout=90,
                     what=f"{at:.0%} of the jobs to succeed (before the {what} kill)",
@@ -270,11 +263,11 @@ class ChaosTests:
                     pool.kill_one()
                 else:
                     aof_server.kill()
-                    time.sleep(REDIS_DOWN_S)
+                    time.sleep(REDIS_DOWN_S)  # the outage: Redis is down this long
                     aof_server.start()
                     r = client_of(aof_server)
                     stream_after_restart = r.xlen(STREAM)
-            wait_for(lambda: drained(r), timeout=150, what="the group to drain")
+            wait_until(lambda: drained(r), timeout=150, what="the group to drain", interval=0.1)
             drain_s = time.monotonic() - began
             # A worker still importing Django has no signal handler yet: SIGTERM would
             # end it (-15) before it could stop gracefully.

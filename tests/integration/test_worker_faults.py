@@ -72,7 +72,7 @@ class WorkerOutageTests:
         handled: list[str] = []
 
         def handler(job: Job) -> None:
-            time.sleep(0.002)
+            time.sleep(0.002)  # the job's work: the kills land mid-batch
             handled.append(job.id)
 
         worker = new_worker(
@@ -82,7 +82,7 @@ class WorkerOutageTests:
         with running(worker):
             for _ in range(3):
                 wait_until(lambda: kill_clients_named(r, "w-drop"), what="worker connections")
-                time.sleep(0.1)
+                time.sleep(0.1)  # some work between the drops
             wait_until(lambda: drained(r, stream), timeout=15, what="the group to drain")
 
         assert set(handled) == set(ids)  # nothing lost

@@ -148,7 +148,7 @@ class RetireTests:
     ) -> None:
         ids = make_pending(r, stream, "g", "dead", 25)
         make_pending(r, stream, "g", "alive", 1, create=False)
-        time.sleep(0.2)
+        time.sleep(0.2)  # idle time to keep: the entries must be idle for a while
         before = pel(r, stream, "g")
 
         result = consumer_retire(client=r, stream=stream, group="g", consumer="dead",
@@ -286,7 +286,7 @@ class IdleRetireTests:
         for name in ("old-a", "old-b", "beating", "busy"):
             r.xgroup_createconsumer(stream, "g", name)
         make_pending(r, stream, "g", "busy", 1, create=False)
-        time.sleep(0.3)
+        time.sleep(0.3)  # idle time: these consumers must be idle past 250 ms
         r.xgroup_createconsumer(stream, "g", "fresh")
         now = now_ms()
         heartbeat(r, stream, "g", "beating", seen_ms=now)
@@ -304,7 +304,7 @@ class IdleRetireTests:
         make_group(r, stream, "g")
         for name in ("a", "b", "c", "d"):
             r.xgroup_createconsumer(stream, "g", name)
-        time.sleep(0.3)
+        time.sleep(0.3)  # idle time: these consumers must be idle past 250 ms
         now = now_ms()
         found = [c.name for c in idle_consumers_find(client=r, stream=stream, group="g",
                                                      idle_ms=250, now_ms=now)]  # fmt: skip
@@ -524,13 +524,13 @@ class PositionTests:
         r.delete(stream_keys(stream).pause("g"))
         with pytest.raises(Refused, match=r"live consumers \(old\)"):
             position_reset(seen_within_ms=60_000, **kw)
-        time.sleep(0.06)
+        time.sleep(0.06)  # idle time: "old" is not seen within 50 ms
         assert position_reset(seen_within_ms=50, **kw).after_id == "0-0"  # not seen since
 
     def test_ackboards_own_claim_and_parking_consumers_are_never_live(
         self, r: redis.Redis, stream: str, at_8: list[str]
     ) -> None:
-        time.sleep(0.06)
+        time.sleep(0.06)  # idle time: "old" is not seen within 50 ms
         make_pending(r, stream, "g", "ackboard-operator", 1, create=False)
         make_pending(r, stream, "g", PARKING_CONSUMER, 1, create=False)
         before = group_info(r, stream, "g")["last-delivered-id"].decode()

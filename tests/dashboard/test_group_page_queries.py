@@ -10,7 +10,6 @@ Its Redis reads are one round trip when nothing needs a follow-up."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -79,13 +78,6 @@ def test_the_group_page_statements(
 
 
 # -- Redis round trips -------------------------------------------------------------------
-
-
-@pytest.fixture
-def counting(redis_url: str) -> Iterator[CountingRedis]:
-    client = CountingRedis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def _rows(context: dict[str, Any]) -> list[tuple[str, str, int, str]]:

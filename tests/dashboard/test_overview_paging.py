@@ -19,22 +19,10 @@ from django.urls import reverse
 from dashboard.insight import stream_index
 from dashboard.views.pages import overview_context
 from queue_core.keys import stream_keys
-from tests.factories import CountingRedis, add_entries, make_group, make_pending
+from tests.factories import RecordingRedis, add_entries, make_group, make_pending
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
-
-
-class RecordingRedis(CountingRedis):
-    """Counts round trips and keeps single commands' names (a SCAN would be one)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.names: list[str] = []
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.names.append(str(args[0]))
-        return super().execute_command(*args, **options)
 
 
 @pytest.fixture(autouse=True)
@@ -45,15 +33,6 @@ def pages(settings: Any, redis_url: str, prefix: str) -> Iterator[Any]:
     settings.ACKBOARD_INDEX_BACKGROUND = False  # tests step the index themselves
     yield settings
     stream_index.refresher_stop()
-
-
-@pytest.fixture
-def rec(redis_url: str) -> Iterator[RecordingRedis]:
-    client = RecordingRedis.from_url(redis_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def seed(r: redis.Redis, names: list[str]) -> None:

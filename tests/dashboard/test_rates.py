@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
@@ -49,7 +48,6 @@ from queue_core import selectors
 from queue_core.connection import Client as RedisClient
 from queue_core.keys import EVENTS_CHANNEL, RATES_SAMPLER_LEASE_KEY
 from tests.factories import make_group, make_pending, make_user
-from tests.health_scenario import engine
 from tests.queue_core.test_cluster import names_on_primaries
 from tests.redis_cluster import RedisCluster
 from tests.waiting import wait_until
@@ -696,15 +694,6 @@ class ClusterTests:
                 1,
             )
             assert row.oldest_undelivered_age_s is not None
-
-
-@pytest.fixture
-def r62() -> Iterator[redis.Redis]:
-    with engine("redis-6.2") as url:
-        client = redis.Redis.from_url(url)
-        assert client.info("server")["redis_version"].startswith("6.2")
-        yield client
-        client.close()
 
 
 class Redis62Tests:

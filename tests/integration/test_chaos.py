@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,16 +165,6 @@ class Pool:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-
-
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    server = RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 def client_of(server: RedisServer) -> redis.Redis:

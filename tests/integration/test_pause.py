@@ -261,17 +261,6 @@ class PauseTests:
         workers.stop("w1")
 
 
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    """A server of its own whose data survives a restart (append-only file, fsync always)."""
-    server = RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
 class PauseAcrossRedisRestartTests:
     def test_the_pause_survives_a_redis_restart_and_the_worker_stays_paused(
         self, aof_server: RedisServer, tmp_path: Path

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,11 +31,10 @@ from queue_core.admin import (
     trim_preview,
 )
 from queue_core.admin import reads as admin_reads
-from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.keys import stream_keys
 from queue_core.scripts.retire import RETIRE
 from queue_core.types import ActionRefused
 from tests.factories import make_group, make_pending
-from tests.health_scenario import engine
 
 
 def now_ms() -> int:
@@ -85,17 +83,6 @@ def consumer_names(r: redis.Redis, stream: str, group: str) -> set[str]:
 def group_info(r: redis.Redis, stream: str, group: str) -> dict[str, Any]:
     [g] = [g for g in r.xinfo_groups(stream) if g["name"].decode() == group]
     return g
-
-
-@pytest.fixture
-def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
-    pubsub = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    pubsub.subscribe(EVENTS_CHANNEL)
-    pubsub.get_message(timeout=1)
-    try:
-        yield pubsub
-    finally:
-        pubsub.close()
 
 
 def next_event(pubsub: redis.client.PubSub) -> dict[str, Any]:
@@ -629,15 +616,6 @@ class TrimTests:
 
 
 # --- Redis 6.2: no ENTRIESREAD, no lag, no ``inactive`` -------------------------------------
-
-
-@pytest.fixture(scope="module")
-def r62() -> Iterator[redis.Redis]:
-    with engine("redis-6.2") as url:
-        client = redis.Redis.from_url(url)
-        assert client.info("server")["redis_version"].startswith("6.2")
-        yield client
-        client.close()
 
 
 class Redis62Tests:

@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from queue_core.control import (
     pause_read,
     pause_set,
 )
-from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.keys import stream_keys
 from queue_core.types import ConsumerInfo
 from queue_core.worker import WorkerConfig, WorkerConfigError
 from queue_core.worker.heartbeat import ControlLink
@@ -225,17 +224,6 @@ class ParsingTests:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@pytest.fixture
-def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
-    pubsub = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    pubsub.subscribe(EVENTS_CHANNEL)
-    pubsub.get_message(timeout=1)  # the subscribe confirmation
-    try:
-        yield pubsub
-    finally:
-        pubsub.close()
 
 
 def next_event(pubsub: redis.client.PubSub, stream: str) -> dict[str, Any]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
-from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.keys import stream_keys
 from queue_core.services import (
     entry_acknowledge,
     entry_claim,
@@ -26,17 +25,6 @@ def pending_row(r: redis.Redis, stream: str, group: str, entry_id: str) -> dict[
         stream, group, min=entry_id, max=entry_id, count=1
     )
     return rows[0] if rows else None
-
-
-@pytest.fixture
-def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
-    pubsub = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    pubsub.subscribe(EVENTS_CHANNEL)
-    pubsub.get_message(timeout=1)  # the subscribe confirmation
-    try:
-        yield pubsub
-    finally:
-        pubsub.close()
 
 
 def next_event(pubsub: redis.client.PubSub, stream: str) -> dict[str, Any]:

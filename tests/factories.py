@@ -74,6 +74,26 @@ class CountingRedis(redis.Redis):
         return pipe
 
 
+class RecordingRedis(CountingRedis):
+    """Counts round trips and keeps each single command's arguments (SCAN is one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[tuple[Any, ...]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands.append(args)
+        return super().execute_command(*args, **options)
+
+    @property
+    def names(self) -> list[str]:
+        """The single commands' names, in order."""
+        return [str(c[0]) for c in self.commands]
+
+    def scans(self) -> list[tuple[Any, ...]]:
+        return [c for c in self.commands if c and c[0] == "SCAN"]
+
+
 # -- the failure index ------------------------------------------------------------------
 
 #: The ``failed_at`` of rows made by ``indexed_failure``, plus their ``minutes``.

@@ -119,3 +119,18 @@ def anonymous_page(chromium: Any) -> Iterator[Any]:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def no_js_page(chromium: Any, web_server: LiveServer, login_state: Any) -> Iterator[Any]:
+    """A logged-in page with JavaScript off, 1280 px wide (what the no-JS paths see)."""
+    context = chromium.new_context(
+        viewport={"width": 1280, "height": 860},
+        storage_state=login_state,
+        java_script_enabled=False,
+    )
+    context.set_default_timeout(10_000)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()

@@ -7,7 +7,6 @@ checked here against a real daphne server and real Redis.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -42,7 +41,13 @@ class ActionDialogTests:
         row_button(row, "Claim").click()
         dialog = page.locator("dialog[open]")  # one shared dialog per action
         expect(dialog).to_be_visible()
-        time.sleep(2.5)  # a few live ticks: the open dialog holds them back
+        # A live push while it is open (a new entry changes the group's figures) leaves
+        # the dialog open.
+        pushes = page.evaluate("() => +(document.documentElement.dataset.livePushes || 0)")
+        browser_redis.xadd(stream, {"payload": "{}"})
+        page.wait_for_function(
+            "n => +(document.documentElement.dataset.livePushes || 0) > n", arg=pushes
+        )
         expect(dialog).to_be_visible()
         browser_redis.xclaim(stream, "g", "w2", 0, [entry_id])  # a worker takes it meanwhile
         dialog.get_by_role("button", name="Claim", exact=True).click()

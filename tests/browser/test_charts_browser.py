@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from tests.browser.server import LiveServer, log_problems, login, screenshot, se
 from tests.factories import add_entries, make_pending
 from tests.redis_server import RedisServer, RedisUnavailable
 from tests.servers import started
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
 
@@ -64,6 +66,21 @@ def _group_page(page: Any, server: LiveServer, stream: str, group: str) -> None:
     page.goto(f"{server.url}/streams/{name_segment(stream)}/groups/{name_segment(group)}/")
 
 
+def _samples(server: LiveServer, stream: str, group: str, after: float = 0.0) -> int:
+    """How many samples of ``group`` the server's sampler has stored after ``after``
+    (epoch seconds), read from its SQLite file."""
+    db = sqlite3.connect(f"file:{server.workdir / 'db.sqlite3'}?mode=ro", uri=True, timeout=10)
+    try:
+        (count,) = db.execute(
+            "SELECT count(*) FROM dashboard_ratesample"
+            ' WHERE tier = 0 AND stream = ? AND "group" = ? AND at > ?',
+            (stream, group, after),
+        ).fetchone()
+    finally:
+        db.close()
+    return int(count)
+
+
 def _points(page: Any) -> int:
     return int(page.locator("#rate-charts").get_attribute("data-points") or 0)
 
@@ -81,7 +98,8 @@ class LiveChartTests:
         try:
             page = context.new_page()
             login(page, server)  # the first request starts the server's sampler
-            time.sleep(3)  # a few samples: enough for a chart
+            wait_until(lambda: _samples(server, stream, "g") >= 2, 20, "samples for a chart",
+                       interval=0.2)  # fmt: skip
             _group_page(page, server, stream, "g")
             expect(page.locator("#live-indicator")).to_have_attribute("data-state", "live")
             charts = page.locator("#rate-charts")
@@ -302,7 +320,8 @@ class ScreenshotTests:
         try:
             page = context.new_page()
             login(page, server)
-            time.sleep(4)  # real samples after the seeded hour
+            wait_until(lambda: _samples(server, stream, group, after=end) >= 3, 20,
+                       "real samples after the seeded hour", interval=0.2)  # fmt: skip
             _group_page(page, server, stream, group)
             expect(page.locator("#rate-charts")).to_have_attribute("data-state", "drawn")
             expect(page.locator("#rate-charts .chart-markers li")).to_have_count(3)

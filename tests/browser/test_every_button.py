@@ -42,6 +42,7 @@ from queue_core.control import Heartbeat, heartbeat_send, pause_set
 from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
 from tests.browser.server import LiveServer, caught_up, screenshot, worker_failure
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -138,13 +139,12 @@ def _paused(r: redis.Redis, shop: Shop, server: LiveServer) -> None:
 def _idle_for_a_second(r: redis.Redis, shop: Shop) -> None:
     """Wait until idle-1 has been idle 1 s, the least "Retire idle consumers" takes (an
     event in Redis's clock, polled)."""
-    deadline = time.monotonic() + 10
-    while True:
+
+    def idle_ms() -> int:
         found = {c["name"]: c for c in r.xinfo_consumers(shop.stream, "billing")}
-        if found[b"idle-1"]["idle"] >= 1_100:
-            return
-        assert time.monotonic() < deadline, "idle-1 never became idle"
-        time.sleep(0.1)
+        return int(found[b"idle-1"]["idle"])
+
+    wait_until(lambda: idle_ms() >= 1_100, 10, "idle-1 to be idle 1 s", interval=0.1)
 
 
 # --- reading what happened --------------------------------------------------------------
@@ -997,18 +997,6 @@ _COVERED = """toast => {
   }
   return covered;
 }"""
-
-
-@pytest.fixture
-def no_js_page(chromium: Any, web_server: LiveServer, login_state: Any) -> Iterator[Any]:
-    context = chromium.new_context(
-        viewport=VIEWPORT, storage_state=login_state, java_script_enabled=False
-    )
-    context.set_default_timeout(10_000)
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
 
 
 class ToastTests:

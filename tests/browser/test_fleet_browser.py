@@ -3,13 +3,13 @@ processes show.
 
 A real ``manage.py queue_worker`` appears in the group page's Workers section without a
 reload (its heartbeats, pushed live); Pause makes the banner say the worker confirmed
-it, and Resume lifts it; a consumer row's Retire opens the shared dialog for that row;
-Retire idle consumers shows its dry run, then retires exactly those.
+it, and Resume lifts it; a consumer row's Retire opens the shared dialog for that row.
+Retire idle consumers is pressed in test_every_button.py (its dry run, then the run) and
+its rules are checked over HTTP in tests/dashboard/test_fleet.py.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -110,26 +110,3 @@ class RetireTests:
         assert {
             r["message_id"].decode(): r["consumer"] for r in rows if r["message_id"].decode() in ids
         } == dict.fromkeys(ids, b"keeper")
-
-    def test_retire_idle_consumers_dry_run_then_run(
-        self, page: Any, web_server: LiveServer, browser_redis: redis.Redis, names: str
-    ) -> None:
-        stream = _stream(names)
-        make_pending(browser_redis, stream, "g", "busy", 1)
-        browser_redis.xgroup_createconsumer(stream, "g", "idle-a")
-        time.sleep(1.1)
-        page.goto(_group_url(web_server, stream))
-        form = page.locator("#retire-idle-form")
-        form.locator('input[name="idle"]').fill("1s")
-        form.get_by_role("button", name="Dry run…").click()
-        result = page.locator("#retire-idle-result")
-        expect(result).to_contain_text("Dry run: 1 consumer of g idle at least 1 s")
-        # Only idle-a: busy holds an entry. (Its idle time depends on the machine's pace.)
-        expect(result.locator("ul.idle-consumers li code")).to_have_text(["idle-a"])
-        assert {c["name"] for c in browser_redis.xinfo_consumers(stream, "g")} == {
-            b"busy",
-            b"idle-a",
-        }
-        result.get_by_role("button", name="Retire 1 consumer").click()
-        expect(page.locator("#messages")).to_contain_text("Retired 1 idle consumer: idle-a.")
-        assert {c["name"] for c in browser_redis.xinfo_consumers(stream, "g")} == {b"busy"}

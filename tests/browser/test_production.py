@@ -102,16 +102,6 @@ class QuietSocketTests:
 
 
 @pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A Redis of this test's own, which it may kill and restart."""
-    server = RedisServer().start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
-@pytest.fixture
 def own_server(own_redis: RedisServer) -> Iterator[LiveServer]:
     server = LiveServer(redis_url=own_redis.url, tick=0.5)
     with serving(server):

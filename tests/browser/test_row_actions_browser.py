@@ -15,7 +15,6 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -59,20 +58,6 @@ def _long_pending(r: redis.Redis, stream: str, group: str, n: int) -> list[str]:
 @pytest.fixture
 def stream(names: str) -> str:
     return f"{names}rows-{uuid.uuid4().hex[:6]}"
-
-
-@pytest.fixture
-def no_js_page(chromium: Any, web_server: LiveServer, login_state: Any) -> Iterator[Any]:
-    context = chromium.new_context(
-        viewport={"width": 1280, "height": 800},
-        storage_state=login_state,
-        java_script_enabled=False,
-    )
-    context.set_default_timeout(10_000)
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
 
 
 class SharedDialogTests:

@@ -16,11 +16,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest_asyncio
+import redis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from dashboard import settings as production
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until_async
 
 BACKEND = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
@@ -90,7 +92,12 @@ class RedisRestartTests:
                 channel = await layer.new_channel()
                 await layer.group_add("ackboard.session.test", channel)
                 receiving = asyncio.ensure_future(layer.receive(channel))
-                await asyncio.sleep(0.3)
+                # Both subscriptions (the channel's and its group's) reached the server.
+                watch = redis.Redis.from_url(server.url)
+                await wait_until_async(lambda: len(watch.pubsub_channels(prefix + "*")) == 2,
+                                       what="the subscriptions")  # fmt: skip
+                watch.close()
+                assert not receiving.done()
                 server.kill()
                 server.start()  # same port, empty: every subscription is gone with it
                 started = time.monotonic()
@@ -120,6 +127,10 @@ class ClusterTests:
             # And the other way round, on a specific channel.
             reply = await sending.new_channel()
             receiving = asyncio.ensure_future(sending.receive(reply))
-            await asyncio.sleep(0.1)
+            # Subscribed on its node before the reply is published through the other.
+            node = redis.Redis.from_url(there)
+            await wait_until_async(lambda: node.pubsub_numsub(reply)[0][1] == 1,
+                                   what="the reply channel subscribed")  # fmt: skip
+            node.close()
             await listening.send(reply, {"type": "pong"})
             assert (await asyncio.wait_for(receiving, 3))["type"] == "pong"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -29,6 +28,7 @@ from tests.dashboard.action_helpers import HTMX, MakeClient, bulk_url, dlq_url, 
 from tests.factories import add_entries, make_pending
 from tests.queue_core.test_cluster import names_on_primaries, primary_of
 from tests.redis_cluster import RedisCluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -182,14 +182,6 @@ def _record(rc: Client, stream: str, entry_id: str) -> None:
     assert failures_record(client=rc, stream=stream, records=[attempt]) == 1
 
 
-def _wait_for(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("on_cluster")
 class IngestorTests:
@@ -211,13 +203,13 @@ class IngestorTests:
         )
         thread.start()
         try:
-            _wait_for(lambda: IndexedFailure.objects.count() == 3)
+            wait_until(lambda: IndexedFailure.objects.count() == 3, 10, "3 rows")
             time.sleep(0.2)  # idle now: waiting for an event or its 30 s poll
             # Each stream's events are published through its own primary.
             for n, name in enumerate(streams, start=1):
                 started = time.monotonic()
                 _record(rc, name, "2-0")
-                _wait_for(lambda n=n: IndexedFailure.objects.count() == 3 + n, timeout=5.0)
+                wait_until(lambda n=n: IndexedFailure.objects.count() == 3 + n, 5, f"{3 + n} rows")
                 assert time.monotonic() - started < 5.0
         finally:
             stop.set()

@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from queue_core.jobs import Job, PermanentFailure, UnparseableEntry
 from queue_core.keys import stream_keys
 from queue_core.parsing import fields_parse
 from queue_core.worker import worker_config_from_options
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -185,11 +186,11 @@ class DemoProducerTests:
     def test_thread_produces_at_its_rate_and_stops(self, demo_client: redis.Redis) -> None:
         producer = Producer(client=demo_client, rate=50)
         producer.start()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the producer runs this long: its count is the figure
         producer.stop()
         produced = demo_client.xlen(ORDERS)
         assert 5 <= produced <= 40
-        time.sleep(0.1)
+        time.sleep(0.1)  # a window in which a stopped producer must add nothing
         assert demo_client.xlen(ORDERS) == produced  # stopped means stopped
 
     def test_reset_deletes_demo_keys_only(self, demo_client: redis.Redis) -> None:
@@ -268,9 +269,8 @@ class SupervisorTests:
         a = sup.start("a", ["sleep", "60"])
         # A child that ignores SIGTERM is SIGKILLed after the timeout, with its own child.
         b = sup.start("b", ["sh", "-c", "trap '' TERM; sleep 60 & wait"])
-        time.sleep(0.2)
-        grandchildren = _descendants(b.pid)
-        assert grandchildren
+        # Its trap is set before it starts its child.
+        grandchildren = wait_until(lambda: _descendants(b.pid), 5, "b's child", interval=0.05)
         sup.stop(timeout=0.5)
         assert a.proc.returncode is not None and b.proc.returncode is not None
         assert not _wait_gone(grandchildren | {a.pid, b.pid}, 3)
@@ -365,15 +365,6 @@ def _login(base: str, username: str, password: str) -> urllib.request.OpenerDire
         assert "/login/" not in response.url, "login refused"
     assert any(c.name == "sessionid" for c in jar)
     return opener
-
-
-def _poll(check: Callable[[], object], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 class DemoCommandTests:
@@ -480,9 +471,8 @@ class DemoCommandTests:
             base = out.until(r"^Dashboard\s+(http://\S+)", 40).group(1)
             password = out.until(r"^Password\s+(\S+)", 1).group(1)
             _login(base, "admin", password)  # a session, kept in the database only
-            assert _poll(lambda: demo_client.exists(*made) == len(made), 20), (
-                "the demo never wrote every stream and companion"
-            )
+            wait_until(lambda: demo_client.exists(*made) == len(made), 20,
+                       "the demo to write every stream and companion", interval=0.1)  # fmt: skip
             assert not demo_client.keys("*session*")
         finally:
             proc.send_signal(signal.SIGINT)
@@ -535,12 +525,11 @@ class DemoCommandTests:
             try:
                 groups = {g["name"]: g for g in client.xinfo_groups(ORDERS)}
                 assert set(groups) == {b"billing", b"shipping"}
-                assert _poll(lambda: any(g["pending"] for g in client.xinfo_groups(ORDERS)), 10), (
-                    "no pending entries in demo:orders"
-                )
+                wait_until(lambda: any(g["pending"] for g in client.xinfo_groups(ORDERS)), 10,
+                           "pending entries in demo:orders", interval=0.1)  # fmt: skip
                 # The poison order (#3) exhausts 2 deliveries; email #2 bounces at once.
-                assert _poll(lambda: client.xlen(stream_keys(ORDERS).dlq) > 0, 20)
-                assert _poll(lambda: client.xlen(stream_keys(EMAILS).dlq) > 0, 5)
+                wait_until(lambda: client.xlen(stream_keys(ORDERS).dlq), 20, "an order dead letter")
+                wait_until(lambda: client.xlen(stream_keys(EMAILS).dlq), 5, "an email dead letter")
                 assert client.xlen(stream_keys(ORDERS).failures) > 0
 
                 # One shipping consumer is SIGKILLed mid-batch; the others reclaim its entries.
@@ -552,7 +541,7 @@ class DemoCommandTests:
                             return int(c["pending"])
                     return 0
 
-                assert _poll(lambda: doomed_pending() == 0, 10), "stale entries not reclaimed"
+                wait_until(lambda: doomed_pending() == 0, 10, "the stale entries reclaimed")
             finally:
                 client.close()
 

@@ -490,7 +490,7 @@ class RetireIdleTests:
         for name in ("idle-1", "idle-2", "beating"):
             create_consumer(r, stream, name)
         beat(r, stream, "beating")
-        time.sleep(1.1)
+        time.sleep(1.1)  # idle time: past the 1 s the retire-idle form takes
 
     def test_dry_run_lists_then_run_retires_exactly_those(
         self, r: redis.Redis, stream: str, make_client: MakeClient
@@ -656,7 +656,7 @@ class CliTests:
     ) -> None:
         make_pending(r, stream, "g", "busy", 1)
         create_consumer(r, stream, "idle one")
-        time.sleep(1.1)
+        time.sleep(1.1)  # idle time: past the 1 s the retire-idle form takes
         code, out, _ = ackboard("retire-idle", stream, "g", "--idle", "1s", "--user", "olga")
         assert code == 0
         assert "Dry run: 1 consumer of g idle at least 1 s" in out
@@ -721,7 +721,7 @@ class ApiTests:
     def test_retire_idle_dry_run_then_confirm(self, r: redis.Redis, stream: str, api: Api) -> None:
         make_pending(r, stream, "g", "busy", 1)
         create_consumer(r, stream, "gone")
-        time.sleep(1.1)
+        time.sleep(1.1)  # idle time: past the 1 s the retire-idle form takes
         status, body = api("retire-idle", {"stream": stream, "group": "g", "idle": "1s"})
         assert status == 200 and body["dry_run"] is True and body["names"] == ["gone"]
         status, body = api(

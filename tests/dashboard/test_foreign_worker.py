@@ -123,7 +123,7 @@ class ForeignWorkerPagesTests:
         # is reading while an entry waits, and the page names the consumer that holds it.
         # (The threshold is read per request: lowering it stands in for a long wait.)
         settings.ACKBOARD_STUCK_AFTER_MS = 50
-        time.sleep(0.1)
+        time.sleep(0.1)  # idle time: past the 50 ms threshold
         stopped = viewer.get(reverse("dashboard:group-detail", args=[stream, GROUP])).content
         health = element_text(stopped.decode(), "group-health")
         assert health.startswith("Health no live consumer")

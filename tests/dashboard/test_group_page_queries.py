@@ -10,7 +10,6 @@ Its Redis reads are one round trip when nothing needs a follow-up."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -82,13 +81,6 @@ def test_the_group_page_statements(
 # -- Redis round trips -------------------------------------------------------------------
 
 
-@pytest.fixture
-def counting(redis_url: str) -> Iterator[CountingRedis]:
-    client = CountingRedis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def _rows(context: dict[str, Any]) -> list[tuple[str, str, int, str]]:
     return [(row.id, row.consumer, row.deliveries, row.preview) for row in context["rows"]]
 
@@ -150,7 +142,7 @@ class GroupPageRoundTripTests:
         self, r: redis.Redis, stream: str, counting: CountingRedis
     ) -> None:
         make_pending(r, stream, "g", "c1", 60)
-        time.sleep(1.1)
+        time.sleep(1.1)  # idle time: the entries must be idle past the 1 s filter
         counting.round_trips = 0
         context = group_context(client=counting, stream=stream, group="g", min_idle_s=1)
         assert counting.round_trips == 3  # the header and fleet, one window, its payloads

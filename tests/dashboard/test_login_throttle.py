@@ -119,7 +119,7 @@ class LockoutTests:
         settings.AXES_COOLOFF_TIME = timedelta(seconds=1)
         _fail(client, "op", throttle)
         assert _login(client, "op", PASSWORD).status_code == 429
-        time.sleep(1.3)
+        time.sleep(1.3)  # the 1 s cool-off passes
         assert _login(client, "op", PASSWORD).status_code == 302
         assert _logged_in(client)
 

@@ -64,7 +64,7 @@ class MetricsTests:
         first = viewer.get(url).content
         make_pending(r, stream, "g", "c", 1, create=False)
         assert viewer.get(url).content == first
-        time.sleep(ops.METRICS_TTL_S + 0.05)
+        time.sleep(ops.METRICS_TTL_S + 0.05)  # the cached figures' TTL passes
         fresh = _samples(viewer.get(url).content)
         assert fresh[("ackboard_group_pending", (("group", "g"), ("stream", stream)))] == 2
 

@@ -19,21 +19,10 @@ from django.urls import reverse
 from dashboard.insight import stream_index
 from dashboard.views.overview_page import overview_context
 from queue_core.keys import stream_keys
-from tests.factories import CountingRedis, add_entries, make_group, make_pending
+from tests.factories import RecordingRedis, add_entries, make_group, make_pending
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
-
-
-class RecordingRedis(CountingRedis):
-    """Counts round trips and keeps single commands' names (a SCAN would be one)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.names: list[str] = []
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.names.append(str(args[0]))
-        return super().execute_command(*args, **options)
 
 
 @pytest.fixture(autouse=True)
@@ -44,15 +33,6 @@ def pages(settings: Any, redis_url: str, prefix: str) -> Iterator[Any]:
     settings.ACKBOARD_INDEX_BACKGROUND = False  # tests step the index themselves
     yield settings
     stream_index.refresher_stop()
-
-
-@pytest.fixture
-def rec(redis_url: str) -> Iterator[RecordingRedis]:
-    client = RecordingRedis.from_url(redis_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def seed(r: redis.Redis, names: list[str]) -> None:
@@ -265,7 +245,7 @@ class IndexTests:
         context = overview_context(client=rec)
         assert "SCAN" not in rec.names
         assert [row.name for row in context["rows"]] == [prefix + "a"]
-        time.sleep(0.15)
+        time.sleep(0.15)  # the index's refresh interval (0.1 s) passes: a refresh is due
         step_until_done()
         assert shown(viewer.get(reverse("dashboard:overview"))) == [prefix + "a", prefix + "b"]
 
@@ -277,11 +257,8 @@ class IndexTests:
         add_entries(r, prefix + "a", 1)
         assert shown(viewer.get(reverse("dashboard:overview"))) == [prefix + "a"]
         add_entries(r, prefix + "b", 1)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if len(shown(viewer.get(reverse("dashboard:overview")))) == 2:
-                break
-            time.sleep(0.1)
+        wait_until(lambda: len(shown(viewer.get(reverse("dashboard:overview")))) == 2, 10,
+                   "the refresher to find the new stream", interval=0.1)  # fmt: skip
         assert shown(viewer.get(reverse("dashboard:overview"))) == [prefix + "a", prefix + "b"]
 
     def test_a_first_request_builds_the_index_once(
@@ -324,16 +301,12 @@ class OrderTests:
         # The first request builds the index for at most FIRST_BUILD_S (2 s) of SCAN steps;
         # on a loaded machine, over the suite's shared keyspace, that may not reach these
         # streams yet, and the refresher then finds them.
-        deadline = time.monotonic() + 10
-        while shown(viewer.get(url, {"sort": "pending"})) != [prefix + "a", prefix + "b"]:
-            assert time.monotonic() < deadline, "the index never listed both streams"
-            time.sleep(0.1)
+        both = [prefix + "a", prefix + "b"]
+        wait_until(lambda: shown(viewer.get(url, {"sort": "pending"})) == both, 10,
+                   "the index to list both streams", interval=0.1)  # fmt: skip
         make_pending(r, prefix + "b", "g", "c", 5, create=False)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if shown(viewer.get(url, {"sort": "pending"}))[0] == prefix + "b":
-                break
-            time.sleep(0.1)
+        wait_until(lambda: shown(viewer.get(url, {"sort": "pending"}))[0] == prefix + "b", 10,
+                   "the refresher to sort again", interval=0.1)  # fmt: skip
         assert shown(viewer.get(url, {"sort": "pending"})) == [prefix + "b", prefix + "a"]
         # The first request for the order sorted once; every later sort ran in the refresher.
         assert sorted_on[0] != "ackboard-stream-index"
@@ -393,6 +366,6 @@ class MetricsTests:
         make_pending(r, prefix + "b", "g", "c", 1, create=False)
         # No read on the scrape: the figures move when the index's round reads them.
         assert scrape()[("ackboard_group_pending", prefix + "b")] == 2
-        time.sleep(0.15)
+        time.sleep(0.15)  # the index's refresh interval passes: a refresh is due
         step_until_done()
         assert scrape()[("ackboard_group_pending", prefix + "b")] == 3

@@ -6,6 +6,12 @@ that the next load is the cached rendering, changes one thing the table shows (a
 claim, a redelivery, a retry that only resets the idle time, a new failure in the index,
 another permission set, a new page of rows) and checks that what is served then is what a
 fresh rendering says (the cache emptied), not the old table.
+
+A row shows when it was delivered, to the second (``ackboard.since_ms``: the server's
+clock minus the idle time Redis reports). A delivery at an arbitrary millisecond can be
+rounded into one second on one read and the next second on a later read, so these tests
+pin every delivery to just past a whole second (``_pin``, XCLAIM TIME): two reads of
+the same state then always show the same instant, whatever the clock or the load.
 """
 
 from __future__ import annotations
@@ -51,6 +57,18 @@ def _fresh(client: Client, stream: str, **query: str) -> str:
     return _table(client, stream, **query)
 
 
+def _pin(r: redis.Redis, stream: str, idle_s: int = 10) -> int:
+    """Every pending entry of ``stream``'s group "g" delivered ``idle_s`` seconds ago, 50 ms
+    past a whole second, its owner and delivery count kept (XCLAIM JUSTID TIME). A read
+    sees it delivered that instant plus the time between Redis's read and the server's
+    clock read, so a row's second stays the same unless that gap reaches 950 ms. Returns
+    the instant (epoch ms)."""
+    at = (int(time.time()) - idle_s) * 1000 + 50
+    for row in r.xpending_range(stream, "g", "-", "+", 1000):
+        r.xclaim(stream, "g", row["consumer"], 0, [row["message_id"]], time=at, justid=True)
+    return at
+
+
 def _rows(html: str) -> list[str]:
     return re.findall(r'<tr id="pending-([^"]+)"', html)
 
@@ -60,6 +78,7 @@ class PendingTableCacheTests:
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
         make_pending(r, stream, "g", "c1", 3)
+        _pin(r, stream)
         client = make_client()
         first = _table(client, stream)
         cache = caches["template_fragments"]
@@ -76,11 +95,13 @@ class PendingTableCacheTests:
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
         ids = make_pending(r, stream, "g", "c1", 4)
+        _pin(r, stream)
         client = make_client()
         old = _table(client, stream)
         r.xack(stream, "g", ids[0])  # gone
         r.xclaim(stream, "g", "c2", 0, [ids[1]])  # another owner, one more delivery
         r.xreadgroup("g", "c1", {stream: "0"})  # every entry of c1 delivered again
+        _pin(r, stream)  # the same instant as before: only owners and counts changed
         new = _table(client, stream)
         assert new != old
         assert new == _fresh(client, stream)
@@ -90,13 +111,13 @@ class PendingTableCacheTests:
     def test_a_retry_that_only_resets_the_idle_time_changes_the_table(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
-        [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        r.xclaim(stream, "g", "c1", 0, [entry_id], idle=3_600_000, justid=True)
+        make_pending(r, stream, "g", "c1", 1)
+        _pin(r, stream, idle_s=3_600)
         client = make_client()
         old = _table(client, stream)
         assert "already due" in old
         # Same owner, same delivery count (JUSTID): only when it was delivered changed.
-        r.xclaim(stream, "g", "c1", 0, [entry_id], idle=0, justid=True)
+        _pin(r, stream, idle_s=10)
         new = _table(client, stream)
         assert new != old and "already due" not in new
         assert new == _fresh(client, stream)
@@ -105,6 +126,7 @@ class PendingTableCacheTests:
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
+        _pin(r, stream)
         client = make_client()
         old = _table(client, stream)
         indexed_failure(stream=stream, group="g", entry_id=entry_id, message="boom: no stock")
@@ -116,6 +138,7 @@ class PendingTableCacheTests:
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
         make_pending(r, stream, "g", "c1", 2)
+        _pin(r, stream)
         operator = _table(make_client(), stream)
         reader = make_client("rita", "view_queues")
         retrier = make_client("rex", "view_queues", "retry_entry")
@@ -131,6 +154,7 @@ class PendingTableCacheTests:
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
         ids = make_pending(r, stream, "g", "c1", 3) + make_pending(r, stream, "g", "c2", 2)
+        _pin(r, stream)
         client = make_client()
         assert _rows(_table(client, stream)) == ids
         assert _rows(_table(client, stream, start=ids[2])) == ids[3:]
@@ -149,13 +173,11 @@ class SinceTests:
     def test_the_rows_show_when_they_were_delivered_not_how_long_ago(
         self, r: redis.Redis, stream: str, make_client: MakeClient
     ) -> None:
-        [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        r.xclaim(stream, "g", "c1", 0, [entry_id], idle=7_200_000, justid=True)
-        before = int(time.time() * 1000)
+        make_pending(r, stream, "g", "c1", 1)
+        at = _pin(r, stream, idle_s=7_200)
         html = _table(make_client(), stream)
         [delivered] = re.findall(r'data-delivered="(\d+)"', html)
-        assert int(delivered) % 1000 == 0
-        assert before - 7_200_000 - 2_000 <= int(delivered) <= before - 7_200_000 + 2_000
+        assert int(delivered) == at - 50 + 1_000  # the delivery instant, rounded up
         assert str(since_span(int(delivered))) in html
         assert "data-idle-ms" not in html  # the HTML no longer changes every millisecond
 

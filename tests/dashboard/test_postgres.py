@@ -18,13 +18,12 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.postgres_server import PostgresServer, postgres_bin_dir, running_postgres
+from tests.postgres_server import PostgresServer, postgres_bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,12 +39,6 @@ DATABASE_TESTS = (
 ENGINE_TEST = "test_engine_is_the_one_the_run_asked_for"
 #: Fewer than this many tests in the child run means it did not run what it should.
 MIN_TESTS = 50
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with running_postgres() as server:
-        yield server
 
 
 class PostgresServerTests:

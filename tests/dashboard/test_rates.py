@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
@@ -48,9 +47,9 @@ from queue_core import selectors
 from queue_core.connection import Client as RedisClient
 from queue_core.keys import EVENTS_CHANNEL, RATES_SAMPLER_LEASE_KEY
 from tests.factories import make_group, make_pending, make_user
-from tests.health_scenario import engine
 from tests.queue_core.test_cluster import names_on_primaries
 from tests.redis_cluster import RedisCluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -603,7 +602,7 @@ class SamplerTests:
         assert b.tick() is not None and a.tick() is None
         # A holder that dies is replaced once its lease expires (3 intervals).
         r.pexpire(prefix + "lease", 1)
-        time.sleep(0.01)
+        wait_until(lambda: not r.exists(prefix + "lease"), what="the lease to expire")
         assert a.tick() is not None and b.tick() is None
 
     def test_the_lease_key_setting_lets_two_deployments_share_a_redis(
@@ -635,11 +634,8 @@ class SamplerTests:
         r.delete(RATES_SAMPLER_LEASE_KEY)
         try:
             client.get(reverse("dashboard:healthz"))
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                if RateSample.objects.filter(stream=stream).count() >= 4:
-                    break
-                time.sleep(0.1)
+            wait_until(lambda: RateSample.objects.filter(stream=stream).count() >= 4, 10,
+                       "4 samples", interval=0.1)  # fmt: skip
             assert RateSample.objects.filter(stream=stream, group="g").count() >= 2
         finally:
             rates_sampler.stop()
@@ -697,15 +693,6 @@ class ClusterTests:
                 1,
             )
             assert row.oldest_undelivered_age_s is not None
-
-
-@pytest.fixture
-def r62() -> Iterator[redis.Redis]:
-    with engine("redis-6.2") as url:
-        client = redis.Redis.from_url(url)
-        assert client.info("server")["redis_version"].startswith("6.2")
-        yield client
-        client.close()
 
 
 class Redis62Tests:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,6 +27,18 @@ def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def _settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, Any]:
+    """The names dashboard/settings.py defines when read with ``env`` (and no other
+    DJANGO_/ACKBOARD_ variable), evaluated in this process: for settings that are plain
+    values, a ``manage.py`` process each would only add its start-up."""
+    for name in list(os.environ):
+        if name.startswith(("DJANGO_", "ACKBOARD_")) or name == "DATABASE_URL":
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(ROOT / "dashboard" / "settings.py"))
 
 
 class ProductionSettingsTests:
@@ -92,36 +108,27 @@ class ProductionSettingsTests:
         assert applied and all(line.strip().startswith("[X]") for line in applied), out.stdout
 
     def test_database_connections_are_pooled_or_closed_at_the_request_end(
-        self, tmp_path: Path
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """PostgreSQL: psycopg's pool, which a request's end (CONN_MAX_AGE 0) hands its
         connection back to; SQLite: Django's own engine, closed at each request's end."""
-        show = (
-            "import json; from django.conf import settings; db = settings.DATABASES['default'];"
-            "print(json.dumps([db['CONN_MAX_AGE'], db.get('OPTIONS', {}).get('pool'),"
-            " db['ENGINE']]))"
-        )
-        key = "a-production-key-" + "q7Zx9" * 12
-        env = {"DJANGO_SECRET_KEY": key, "ACKBOARD_HOME": str(tmp_path)}
+
+        def db(**more: str) -> list[Any]:
+            key = "a-production-key-" + "q7Zx9" * 12
+            found = _settings(
+                monkeypatch, DJANGO_SECRET_KEY=key, ACKBOARD_HOME=str(tmp_path), **more
+            )["DATABASES"]["default"]
+            return [found["CONN_MAX_AGE"], found.get("OPTIONS", {}).get("pool"), found["ENGINE"]]
+
         # Settings only: nothing connects to this address.
         url = "postgres://ackboard:secret@127.0.0.1:1/ackboard"
-        pooled = _manage("shell", "--no-imports", "-c", show, DATABASE_URL=url, **env)
-        assert pooled.returncode == 0, pooled.stderr
-        assert json.loads(pooled.stdout) == [
+        assert db(DATABASE_URL=url) == [
             0,
             {"min_size": 1, "max_size": 20, "timeout": 3},
             "django.db.backends.postgresql",
         ]
-        sized = _manage(
-            "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="6", **env
-        )
-        assert sized.returncode == 0, sized.stderr
-        assert json.loads(sized.stdout)[1]["max_size"] == 6
-        off = _manage(
-            "shell", "--no-imports", "-c", show, DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="0", **env
-        )
-        assert off.returncode == 0, off.stderr
-        assert json.loads(off.stdout) == [0, None, "django.db.backends.postgresql"]
-        sqlite = _manage("shell", "--no-imports", "-c", show, **env)
-        assert sqlite.returncode == 0, sqlite.stderr
-        assert json.loads(sqlite.stdout) == [0, None, "django.db.backends.sqlite3"]
+        assert db(DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="6")[1]["max_size"] == 6
+        assert db(DATABASE_URL=url, ACKBOARD_DB_POOL_SIZE="0") == [
+            0, None, "django.db.backends.postgresql"
+        ]  # fmt: skip
+        assert db() == [0, None, "django.db.backends.sqlite3"]

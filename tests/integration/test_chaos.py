@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ import redis
 
 from queue_core.keys import stream_keys
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(420)]
 
@@ -127,7 +127,7 @@ class Pool:
         """
         for proc, _, consumer in self.live:
             log = self.logs / f"{consumer}.log"
-            wait_for(
+            wait_until(
                 lambda proc=proc, log=log: (
                     proc.poll() is not None or b" consuming " in log.read_bytes()
                 ),
@@ -167,16 +167,6 @@ class Pool:
                 proc.wait()
 
 
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    server = RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
 def client_of(server: RedisServer) -> redis.Redis:
     return redis.Redis.from_url(server.url, socket_timeout=10)
 
@@ -212,14 +202,6 @@ def sink_lines(sink: Path) -> list[list[str]]:
 
 def succeeded_so_far(sink: Path) -> int:
     return sum(path.read_bytes().count(b"ok ") for path in sink.glob("runs-*.log"))
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def drained(r: redis.Redis) -> bool:
@@ -260,7 +242,7 @@ class ChaosTests:
             for _ in range(N_WORKERS):
                 pool.start()
             for at, what in events:
-                wait_for(
+                wait_until(
                     lambda at=at: succeeded_so_far(sink) >= at * N_JOBS,
                     timeout=90,
                     what=f"{at:.0%} of the jobs to succeed (before the {what} kill)",
@@ -270,11 +252,11 @@ class ChaosTests:
                     pool.kill_one()
                 else:
                     aof_server.kill()
-                    time.sleep(REDIS_DOWN_S)
+                    time.sleep(REDIS_DOWN_S)  # the outage: Redis is down this long
                     aof_server.start()
                     r = client_of(aof_server)
                     stream_after_restart = r.xlen(STREAM)
-            wait_for(lambda: drained(r), timeout=150, what="the group to drain")
+            wait_until(lambda: drained(r), timeout=150, what="the group to drain", interval=0.1)
             drain_s = time.monotonic() - began
             # A worker still importing Django has no signal handler yet: SIGTERM would
             # end it (-15) before it could stop gracefully.

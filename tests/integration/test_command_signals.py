@@ -83,7 +83,7 @@ def _start_and_signal(
             assert proc.poll() is None, out.read_text(errors="replace")
             assert time.monotonic() < deadline, "the command did not start"
             time.sleep(0.05)
-        time.sleep(0.3)  # in its loop
+        time.sleep(0.3)  # past its "ready" line, into its loop (which prints nothing)
         # As ``timeout`` does: uv first (it forwards the signal), then the whole group.
         proc.send_signal(signal.SIGTERM)
         os.killpg(proc.pid, signal.SIGTERM)

@@ -23,7 +23,8 @@ from tests.browser.server import LiveServer, ServerFailed
 from tests.factories import make_pending
 from tests.servers import started
 
-pytestmark = pytest.mark.production
+# About daphne's request limit, not the server: one engine.
+pytestmark = [pytest.mark.production, pytest.mark.one_engine]
 
 
 def at_limit(prefix: str) -> str:

@@ -141,7 +141,7 @@ def pause(r: redis.Redis, stream: str, *, until_ms: int | None = None) -> Pause:
 def quiet(r: redis.Redis, stream: str, workers: Workers, seconds: float = QUIET_S) -> None:
     """Nothing is delivered or handled for ``seconds``, while entries are waiting."""
     before, done_before = group_row(r, stream), len(workers.done())
-    time.sleep(seconds)
+    time.sleep(seconds)  # the window in which nothing may happen
     after = group_row(r, stream)
     assert after["last-delivered-id"] == before["last-delivered-id"]
     assert after["pending"] == before["pending"]
@@ -186,7 +186,7 @@ class PauseTests:
         waiting = []
         for _ in range(3):
             waiting += add_entries(r, stream, 10)
-            time.sleep(0.2)
+            time.sleep(0.2)  # arrivals spread over time, as traffic comes
         quiet(r, stream, workers)
         assert group_row(r, stream)["lag"] == 30
         assert all(b.paused for b in beats(r, stream).values())
@@ -259,17 +259,6 @@ class PauseTests:
         wait_until(lambda: workers.done() == [[stale, "2"]], timeout=10, what="the reclaim")
         wait_until(lambda: r.xpending(stream, "g")["pending"] == 0, timeout=5, what="its ack")
         workers.stop("w1")
-
-
-@pytest.fixture
-def aof_server() -> Iterator[RedisServer]:
-    """A server of its own whose data survives a restart (append-only file, fsync always)."""
-    server = RedisServer(extra_args=("--appendonly", "yes", "--appendfsync", "always"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 class PauseAcrossRedisRestartTests:

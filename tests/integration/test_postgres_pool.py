@@ -14,7 +14,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -32,12 +31,6 @@ PAGES = 40
 #: The pool's smallest size: the sampler and the live broadcaster take connections from it
 #: too, and must give them back between their rounds or pages would wait for one.
 POOL = "4"
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with running_postgres() as server:
-        yield server
 
 
 def test_pages_are_served_by_pooled_connections(

@@ -76,7 +76,7 @@ class QueueKvTests:
         make_group(r, stream, "g")
         add_entries(r, stream, 1)
         entry_id, _ = deliver(r, stream, "g", "crashed-worker")  # never acked: it died
-        time.sleep(0.02)
+        time.sleep(0.02)  # idle time: past the sweep's 10 ms min-idle
 
         reclaimed = reclaim_stale(
             client=r, stream=stream, group="g", consumer="worker-2", min_idle_ms=10

@@ -87,7 +87,7 @@ def sample_for(sampler: Sampler, seconds: float, check: Callable[[], None] | Non
         assert sampler.tick() is not None, "the test's sampler lost its lease"
         if check:
             check()
-        time.sleep(max(0.0, INTERVAL - (time.monotonic() - began)))
+        time.sleep(max(0.0, INTERVAL - (time.monotonic() - began)))  # the sampler's pace
 
 
 def test_rates_drains_then_growing_and_the_time_lag(

@@ -142,6 +142,7 @@ class QueueWorkerConfigTests:
             ("a}b", "tests.integration.handlers:quick", None, "cannot share a cluster slot"),
         ],
     )
+    @pytest.mark.one_engine  # refused before the worker reads anything: not about the server
     def test_bad_configuration_is_one_line_and_exit_2(
         self,
         redis_url: str,
@@ -326,7 +327,7 @@ class QueueWorkerProcessGroupTests:
 
         started = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)  # a Ctrl-C: uv forwards it 200 ms later
-        time.sleep(2.0)
+        time.sleep(2.0)  # a window in which one Ctrl-C must not stop the worker
         assert proc.poll() is None, "one Ctrl-C must wait for the handler"
         os.killpg(proc.pid, signal.SIGINT)  # the second, deliberate one
         _, stderr = proc.communicate(timeout=30)

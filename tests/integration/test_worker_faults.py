@@ -14,7 +14,6 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,6 @@ from queue_core.keys import stream_keys
 from tests.factories import add_entries, make_group, make_pending
 from tests.queue_core.worker.helpers import new_worker, running, wait_until
 from tests.redis_server import RedisServer
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    instance = RedisServer().start()
-    try:
-        yield instance
-    finally:
-        instance.cleanup()
 
 
 def client_of(server: RedisServer) -> redis.Redis:
@@ -63,48 +53,48 @@ def drained(r: redis.Redis, stream: str) -> bool:
 
 class WorkerOutageTests:
     def test_dropped_connections_are_reopened_and_nothing_is_lost(
-        self, server: RedisServer
+        self, own_redis: RedisServer
     ) -> None:
-        r = client_of(server)
+        r = client_of(own_redis)
         stream = "faults:drop"
         make_group(r, stream, "g")
         ids = add_entries(r, stream, 300)
         handled: list[str] = []
 
         def handler(job: Job) -> None:
-            time.sleep(0.002)
+            time.sleep(0.002)  # the job's work: the kills land mid-batch
             handled.append(job.id)
 
         worker = new_worker(
-            server.url, stream, handler, consumer="w-drop", batch=20, min_idle_ms=300,
+            own_redis.url, stream, handler, consumer="w-drop", batch=20, min_idle_ms=300,
             reclaim_interval_ms=50, backoff_cap_s=0.3,
         )  # fmt: skip
         with running(worker):
             for _ in range(3):
                 wait_until(lambda: kill_clients_named(r, "w-drop"), what="worker connections")
-                time.sleep(0.1)
+                time.sleep(0.1)  # some work between the drops
             wait_until(lambda: drained(r, stream), timeout=15, what="the group to drain")
 
         assert set(handled) == set(ids)  # nothing lost
         assert worker.stats.outages >= 1
 
-    def test_worker_survives_a_redis_restart(self, server: RedisServer) -> None:
-        r = client_of(server)
+    def test_worker_survives_a_redis_restart(self, own_redis: RedisServer) -> None:
+        r = client_of(own_redis)
         stream = "faults:restart"
         make_group(r, stream, "g")
         first = add_entries(r, stream, 20)
         handled: list[str] = []
         worker = new_worker(
-            server.url, stream, lambda job: handled.append(job.id), consumer="w-restart",
+            own_redis.url, stream, lambda job: handled.append(job.id), consumer="w-restart",
             min_idle_ms=200, reclaim_interval_ms=50, backoff_cap_s=0.3,
         )  # fmt: skip
         with running(worker):
             wait_until(lambda: drained(r, stream), what="the first entries")
             r.save()
-            server.kill()
+            own_redis.kill()
             time.sleep(0.5)  # the worker retries against a closed port meanwhile
-            server.start()
-            r = client_of(server)
+            own_redis.start()
+            r = client_of(own_redis)
             second = add_entries(r, stream, 20)
             wait_until(lambda: drained(r, stream), timeout=15, what="the second entries")
 
@@ -112,9 +102,9 @@ class WorkerOutageTests:
         assert worker.stats.outages >= 1
 
     def test_failed_xack_is_logged_and_the_entry_stays_pending(
-        self, server: RedisServer, caplog: pytest.LogCaptureFixture
+        self, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
     ) -> None:
-        r = client_of(server)
+        r = client_of(own_redis)
         stream = "faults:xack"
         make_group(r, stream, "g")
         [entry_id] = add_entries(r, stream, 1)
@@ -123,15 +113,15 @@ class WorkerOutageTests:
         def handler(job: Job) -> None:
             # Redis dies between the handler's work and the ack.
             r.save()
-            server.kill()
+            own_redis.kill()
             ran.set()
 
-        worker = new_worker(server.url, stream, handler, consumer="w-xack", backoff_cap_s=0.3)
+        worker = new_worker(own_redis.url, stream, handler, consumer="w-xack", backoff_cap_s=0.3)
         with caplog.at_level(logging.ERROR, logger="queue_core.worker"), running(worker):
             assert ran.wait(5)
             wait_until(lambda: worker.stats.ack_errors == 1, what="the failed XACK")
-            server.start()
-            r = client_of(server)
+            own_redis.start()
+            r = client_of(own_redis)
             rows = r.xpending_range(stream, "g", min="-", max="+", count=10)
             assert [row["message_id"].decode() for row in rows] == [entry_id]
 
@@ -140,9 +130,9 @@ class WorkerOutageTests:
 
 class FailureRecordOutageTests:
     def test_a_failure_record_unwritable_in_an_outage_is_written_when_redis_is_back(
-        self, server: RedisServer, caplog: pytest.LogCaptureFixture
+        self, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
     ) -> None:
-        r = client_of(server)
+        r = client_of(own_redis)
         stream = "faults:record"
         make_group(r, stream, "g")
         [entry_id] = add_entries(r, stream, 1)
@@ -153,11 +143,11 @@ class FailureRecordOutageTests:
             if job.delivery_count == 1:
                 # Redis dies while the handler fails: its record cannot be written now.
                 r.save()
-                server.kill()
+                own_redis.kill()
                 raise RuntimeError("downstream refused")
 
         worker = new_worker(
-            server.url, stream, handler, consumer="w-record", min_idle_ms=300,
+            own_redis.url, stream, handler, consumer="w-record", min_idle_ms=300,
             reclaim_interval_ms=50, backoff_cap_s=0.3,
         )  # fmt: skip
         with caplog.at_level(logging.INFO, logger="queue_core"), running(worker):
@@ -166,8 +156,8 @@ class FailureRecordOutageTests:
                 what="the failed write of the record",
             )
             time.sleep(0.3)  # the worker retries against a closed port meanwhile
-            server.start()
-            r = client_of(server)
+            own_redis.start()
+            r = client_of(own_redis)
             failures_key = stream_keys(stream).failures
             wait_until(lambda: r.xlen(failures_key), timeout=10, what="the kept record")
             # Redelivered after min-idle, it succeeds this time and is acked.

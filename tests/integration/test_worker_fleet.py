@@ -124,7 +124,7 @@ def trickle(r: redis.Redis, stream: str, until: Callable[[], bool]) -> list[str]
     while not until():
         assert time.monotonic() < deadline, f"not every child was delivered an entry: {ids}"
         ids += add_entries(r, stream, 1)
-        time.sleep(0.05)
+        time.sleep(0.05)  # one at a time: each blocked reader gets its turn
     return ids
 
 
@@ -225,7 +225,7 @@ class FleetStopTests:
         started = _start_on_each(r, stream, fleet, sleep=2.5)
 
         fleet.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        time.sleep(0.3)  # the copy comes later, as a forwarded one does, yet within 1 s
         fleet.proc.send_signal(signal.SIGTERM)  # a copy within 1 s: the same request
         assert fleet.wait() == 0, fleet.stderr
 
@@ -266,7 +266,7 @@ class FleetStopTests:
 
         began = time.monotonic()
         fleet.proc.send_signal(signal.SIGINT)
-        time.sleep(2.0)
+        time.sleep(2.0)  # a window in which one signal must not stop the fleet
         assert fleet.proc.poll() is None, "one signal must wait for the handlers"
         fleet.proc.send_signal(signal.SIGINT)
         assert fleet.wait(30) == 0, fleet.stderr
@@ -291,10 +291,13 @@ class FleetStopTests:
         victim = int(started[0][3])
 
         fleet.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
+        wait_until(lambda: fleet.stderr.count("stopping: no new reads") >= 2, timeout=20,
+                   what="both children in their grace period")  # fmt: skip
         os.kill(victim, signal.SIGKILL)  # dies during its grace period: not restarted
-        time.sleep(1.0)
+        wait_until(lambda: victim not in fleet.children(), timeout=10, what="the victim reaped")
+        time.sleep(1.0)  # a window in which a (wrong) restart would show up
         assert victim not in fleet.children()
+        assert len(fleet.children()) == 1
         os.kill(int(started[1][3]), signal.SIGTERM)  # a second request: stop waiting
         status = fleet.wait(30)
 

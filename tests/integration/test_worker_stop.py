@@ -132,28 +132,17 @@ class KilledWorkerTests:
         assert r.xinfo_groups(stream) == []
 
 
-@pytest.fixture
-def own_server() -> Iterator[RedisServer]:
-    """A server of this test's own, to take away while the worker runs."""
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
 class RedisGoneAtShutdownTests:
     def test_the_last_heartbeat_fails_with_a_warning_and_the_exit_is_still_clean(
-        self, own_server: RedisServer, tmp_path: Path
+        self, own_redis: RedisServer, tmp_path: Path
     ) -> None:
         stream = "orders"
-        r = redis.Redis.from_url(own_server.url, socket_timeout=10)
-        worker = WorkerProcess(own_server.url, stream, tmp_path, handler=HANDLER)
+        r = redis.Redis.from_url(own_redis.url, socket_timeout=10)
+        worker = WorkerProcess(own_redis.url, stream, tmp_path, handler=HANDLER)
         try:
             started(r, stream, worker)
             r.close()
-            own_server.kill()
+            own_redis.kill()
 
             assert worker.terminate() == 0, worker.err()
         finally:

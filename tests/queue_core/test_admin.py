@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,11 +31,10 @@ from queue_core.admin import (
     trim_preview,
 )
 from queue_core.admin import reads as admin_reads
-from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.keys import stream_keys
 from queue_core.scripts.retire import RETIRE
 from queue_core.types import ActionRefused
 from tests.factories import make_group, make_pending
-from tests.health_scenario import engine
 
 
 def now_ms() -> int:
@@ -85,17 +83,6 @@ def consumer_names(r: redis.Redis, stream: str, group: str) -> set[str]:
 def group_info(r: redis.Redis, stream: str, group: str) -> dict[str, Any]:
     [g] = [g for g in r.xinfo_groups(stream) if g["name"].decode() == group]
     return g
-
-
-@pytest.fixture
-def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
-    pubsub = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    pubsub.subscribe(EVENTS_CHANNEL)
-    pubsub.get_message(timeout=1)
-    try:
-        yield pubsub
-    finally:
-        pubsub.close()
 
 
 def next_event(pubsub: redis.client.PubSub) -> dict[str, Any]:
@@ -148,7 +135,7 @@ class RetireTests:
     ) -> None:
         ids = make_pending(r, stream, "g", "dead", 25)
         make_pending(r, stream, "g", "alive", 1, create=False)
-        time.sleep(0.2)
+        time.sleep(0.2)  # idle time to keep: the entries must be idle for a while
         before = pel(r, stream, "g")
 
         result = consumer_retire(client=r, stream=stream, group="g", consumer="dead",
@@ -286,7 +273,7 @@ class IdleRetireTests:
         for name in ("old-a", "old-b", "beating", "busy"):
             r.xgroup_createconsumer(stream, "g", name)
         make_pending(r, stream, "g", "busy", 1, create=False)
-        time.sleep(0.3)
+        time.sleep(0.3)  # idle time: these consumers must be idle past 250 ms
         r.xgroup_createconsumer(stream, "g", "fresh")
         now = now_ms()
         heartbeat(r, stream, "g", "beating", seen_ms=now)
@@ -304,7 +291,7 @@ class IdleRetireTests:
         make_group(r, stream, "g")
         for name in ("a", "b", "c", "d"):
             r.xgroup_createconsumer(stream, "g", name)
-        time.sleep(0.3)
+        time.sleep(0.3)  # idle time: these consumers must be idle past 250 ms
         now = now_ms()
         found = [c.name for c in idle_consumers_find(client=r, stream=stream, group="g",
                                                      idle_ms=250, now_ms=now)]  # fmt: skip
@@ -524,13 +511,13 @@ class PositionTests:
         r.delete(stream_keys(stream).pause("g"))
         with pytest.raises(Refused, match=r"live consumers \(old\)"):
             position_reset(seen_within_ms=60_000, **kw)
-        time.sleep(0.06)
+        time.sleep(0.06)  # idle time: "old" is not seen within 50 ms
         assert position_reset(seen_within_ms=50, **kw).after_id == "0-0"  # not seen since
 
     def test_ackboards_own_claim_and_parking_consumers_are_never_live(
         self, r: redis.Redis, stream: str, at_8: list[str]
     ) -> None:
-        time.sleep(0.06)
+        time.sleep(0.06)  # idle time: "old" is not seen within 50 ms
         make_pending(r, stream, "g", "ackboard-operator", 1, create=False)
         make_pending(r, stream, "g", PARKING_CONSUMER, 1, create=False)
         before = group_info(r, stream, "g")["last-delivered-id"].decode()
@@ -629,15 +616,6 @@ class TrimTests:
 
 
 # --- Redis 6.2: no ENTRIESREAD, no lag, no ``inactive`` -------------------------------------
-
-
-@pytest.fixture(scope="module")
-def r62() -> Iterator[redis.Redis]:
-    with engine("redis-6.2") as url:
-        client = redis.Redis.from_url(url)
-        assert client.info("server")["redis_version"].startswith("6.2")
-        yield client
-        client.close()
 
 
 class Redis62Tests:

@@ -149,12 +149,6 @@ class SelectorHealthTests:
 class RoundTripTests:
     """Health costs no extra round trip on the overview, and O(groups + consumers)."""
 
-    @pytest.fixture
-    def counting(self, redis_url: str) -> Iterator[CountingRedis]:
-        client = CountingRedis.from_url(redis_url)
-        yield client
-        client.close()
-
     def test_overview_stays_two_round_trips(
         self, r: redis.Redis, counting: CountingRedis, prefix: str
     ) -> None:

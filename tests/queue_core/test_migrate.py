@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
 from queue_core.keys import stream_keys
@@ -55,6 +56,7 @@ class LegacyCompanionsTests:
         legacy_companions_rename(client=r, moves=[move])
         assert r.exists(whole + ":dlq")
 
+    @pytest.mark.one_engine  # the command's flags; the renames run on every engine above
     def test_command_is_a_dry_run_unless_told(
         self, r: redis.Redis, redis_url: str, prefix: str
     ) -> None:

@@ -121,7 +121,7 @@ class DeadLetterRaceTests:
 class ClaimRaceTests:
     def test_claim_after_worker_reclaimed_is_refused(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "dead-worker", 1)
-        time.sleep(0.05)
+        time.sleep(0.05)  # idle time: past the sweep's 10 ms min-idle
         seen: Any = r.xpending_range(stream, "g", min=entry_id, max=entry_id, count=1)[0]
         # A live worker's sweep takes the entry after the operator's page loaded.
         claimed: Any = r.xautoclaim(stream, "g", "live", min_idle_time=10, start_id="0-0")
@@ -143,7 +143,7 @@ class ClaimRaceTests:
         self, r: redis.Redis, stream: str, clients: list[redis.Redis]
     ) -> None:
         ids = make_pending(r, stream, "g", "dead-worker", 200)
-        time.sleep(0.02)
+        time.sleep(0.02)  # idle time: a non-zero idle for the operator's look
         looks: Any = r.xpending_range(stream, "g", min="-", max="+", count=1000)
         stop = threading.Event()
 

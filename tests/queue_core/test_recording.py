@@ -148,7 +148,7 @@ def worker_record(r: redis.Redis, stream: str, exc: Exception) -> dict[str, str]
 
 
 @pytest.fixture
-def events(r: redis.Redis) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+def published(r: redis.Redis) -> Iterator[Callable[[], list[dict[str, Any]]]]:
     pubsub = r.pubsub()  # type: ignore[no-untyped-call]
     pubsub.subscribe(EVENTS_CHANNEL)
     assert pubsub.get_message(timeout=1)  # the subscription
@@ -178,10 +178,10 @@ async def ar(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
 
 class FailedAttemptRecordTests:
     def test_a_plain_loop_writes_the_workers_record_and_event(
-        self, r: redis.Redis, stream: str, events: Callable[[], list[dict[str, Any]]]
+        self, r: redis.Redis, stream: str, published: Callable[[], list[dict[str, Any]]]
     ) -> None:
         theirs = worker_record(r, stream + ":worker", Boom("review service said 503"))
-        events()
+        published()
         make_group(r, stream, GROUP)
         (entry_id,) = add_entries(r, stream, 1, fields=review(1))
 
@@ -204,7 +204,7 @@ class FailedAttemptRecordTests:
         assert mine["duration_ms"] == "12.500"
         assert mine["traceback"].endswith("Boom: review service said 503\n")
         assert theirs["traceback"].endswith("Boom: review service said 503\n")
-        assert events() == [
+        assert published() == [
             {"type": "failure", "stream": stream, "group": GROUP, "entry_id": entry_id}
         ]
 
@@ -254,7 +254,7 @@ class FailedAttemptRecordTests:
 
 class FailedEntryDeadLetterTests:
     def test_moves_once_acks_and_matches_the_worker(
-        self, r: redis.Redis, stream: str, events: Callable[[], list[dict[str, Any]]]
+        self, r: redis.Redis, stream: str, published: Callable[[], list[dict[str, Any]]]
     ) -> None:
         # The Worker's own move, for comparison: its last allowed delivery fails.
         theirs_stream = stream + ":worker"
@@ -269,7 +269,7 @@ class FailedEntryDeadLetterTests:
                              entry_id=theirs_id, fields=fields, handler=fail,
                              max_deliveries=1) is Outcome.DEAD_LETTERED  # fmt: skip
         (theirs,) = dead_letters(r, theirs_stream)
-        events()
+        published()
 
         make_group(r, stream, GROUP)
         (entry_id,) = add_entries(r, stream, 1, fields=review(3))
@@ -289,7 +289,7 @@ class FailedEntryDeadLetterTests:
         assert stable(mine, VARYING_DLQ) == stable(theirs, VARYING_DLQ)
         assert mine["reviewId"] == "r3" and mine[ORIGIN_ID_FIELD] == entry_id
         assert set(DEAD_LETTER_FIELDS) <= set(mine)
-        assert events() == [
+        assert published() == [
             {"type": "dead_letter", "stream": stream, "group": GROUP, "entry_id": entry_id}
         ]
 
@@ -475,7 +475,7 @@ class AsyncTwinTests:
         r: redis.Redis,
         ar: redis.asyncio.Redis,
         stream: str,
-        events: Callable[[], list[dict[str, Any]]],
+        published: Callable[[], list[dict[str, Any]]],
     ) -> None:
         make_group(r, stream, GROUP)
         (good,) = add_entries(r, stream, 1, fields=review(1))
@@ -505,7 +505,7 @@ class AsyncTwinTests:
         assert [(f["entry_id"], f["attempt"]) for f in records(r, stream)] == [
             (bad, "1"), (bad, "2")
         ]  # fmt: skip
-        assert events() == [
+        assert published() == [
             {"type": "failure", "stream": stream, "group": GROUP, "entry_id": bad},
             {"type": "failure", "stream": stream, "group": GROUP, "entry_id": bad},
             {"type": "dead_letter", "stream": stream, "group": GROUP, "entry_id": bad},

@@ -21,16 +21,14 @@ from tests.redis_server import RedisServer
 
 
 @pytest.fixture
-def own() -> Iterator[redis.Redis]:
+def own(own_redis: RedisServer) -> Iterator[redis.Redis]:
     """A client on a server of its own: SCRIPT FLUSH and command counts would disturb,
     or be disturbed by, other tests on a shared one."""
-    server = RedisServer().start()
-    client = redis.Redis.from_url(server.url)
+    client = redis.Redis.from_url(own_redis.url)
     try:
         yield client
     finally:
         client.close()
-        server.cleanup()
 
 
 def calls_of(client: redis.Redis, command: str) -> int:

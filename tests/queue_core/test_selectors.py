@@ -6,20 +6,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
-import pytest
 import redis
 
 from queue_core import selectors, services
 from queue_core.keys import stream_keys
 from queue_core.types import GroupDetail
 from tests.factories import CountingRedis, add_entries, make_group, make_pending
-
-
-@pytest.fixture
-def counting(redis_url: str) -> Any:
-    client = CountingRedis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 class StreamDiscoverTests:

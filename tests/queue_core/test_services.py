@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
-from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.keys import stream_keys
 from queue_core.services import (
     entry_acknowledge,
     entry_claim,
@@ -26,17 +25,6 @@ def pending_row(r: redis.Redis, stream: str, group: str, entry_id: str) -> dict[
         stream, group, min=entry_id, max=entry_id, count=1
     )
     return rows[0] if rows else None
-
-
-@pytest.fixture
-def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
-    pubsub = r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    pubsub.subscribe(EVENTS_CHANNEL)
-    pubsub.get_message(timeout=1)  # the subscribe confirmation
-    try:
-        yield pubsub
-    finally:
-        pubsub.close()
 
 
 def next_event(pubsub: redis.client.PubSub, stream: str) -> dict[str, Any]:
@@ -115,7 +103,7 @@ class EntryRetryTests:
 class EntryClaimTests:
     def test_claims_to_consumer_when_unchanged(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        time.sleep(0.02)
+        time.sleep(0.02)  # idle time: a non-zero idle for the operator's look
         seen = pending_row(r, stream, "g", entry_id)
         result = entry_claim(
             client=r,
@@ -133,7 +121,7 @@ class EntryClaimTests:
 
     def test_refused_when_worker_reclaimed_since(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        time.sleep(0.05)
+        time.sleep(0.05)  # idle time: past the sweep's 10 ms min-idle
         seen = pending_row(r, stream, "g", entry_id)
         r.xautoclaim(stream, "g", "worker", min_idle_time=10, start_id="0-0")
         with pytest.raises(ActionRefused, match="^changed since you looked"):

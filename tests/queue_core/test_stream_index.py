@@ -5,42 +5,15 @@ cluster. Real Redis (and the session cluster); commands are counted, never mocke
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
 import redis
 from redis.crc import key_slot
 
 from queue_core.connection import Client, connect
 from queue_core.keys import stream_keys
 from queue_core.stream_index import StreamIndex
-from tests.factories import CountingRedis, add_entries, make_pending
+from tests.factories import RecordingRedis, add_entries, make_pending
 from tests.redis_cluster import RedisCluster as LoopbackCluster
-
-
-class RecordingRedis(CountingRedis):
-    """Counts round trips and keeps each single command's arguments (SCAN is one)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.commands: list[tuple[Any, ...]] = []
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.commands.append(args)
-        return super().execute_command(*args, **options)
-
-    def scans(self) -> list[tuple[Any, ...]]:
-        return [c for c in self.commands if c and c[0] == "SCAN"]
-
-
-@pytest.fixture
-def rec(redis_url: str) -> Iterator[RecordingRedis]:
-    client = RecordingRedis.from_url(redis_url, socket_timeout=10)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def seed(r: redis.Redis, names: list[str]) -> None:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from dashboard.models import IndexedFailure
 from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
 from tests.factories import add_failure, ingest_pending
+from tests.waiting import wait_until
 
 # The ingestor scans the whole server; the allowlist keeps it to this test's keys.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("ingest_allowlist")]
@@ -159,7 +159,7 @@ class IngestTests:
         assert ingest_pending(r, stream) == 3
         # Not yet idle long enough: left alone.
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=60_000) == 0
-        time.sleep(0.01)
+        time.sleep(0.01)  # idle time: past the 1 ms reclaim threshold
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=1) == 3
         assert IndexedFailure.objects.count() == 3 and ingest_pending(r, stream) == 0
 
@@ -228,13 +228,16 @@ class IngestLoopTests:
         thread.start()
         try:
             add_failure(r, stream, "1-0")
-            wait_for(lambda: IndexedFailure.objects.count() == 1)
+            wait_until(lambda: IndexedFailure.objects.count() == 1, 10, "the first row")
             broken.set()
             add_failure(r, stream, "2-0")
-            wait_for(lambda: ingest_pending(r, stream) == 1)  # read, write failed: still pending
+            # Read, but the write failed: still pending.
+            wait_until(lambda: ingest_pending(r, stream) == 1, 10, "one pending")
             assert IndexedFailure.objects.count() == 1
             broken.clear()
-            wait_for(lambda: IndexedFailure.objects.count() == 2 and ingest_pending(r, stream) == 0)
+            wait_until(
+                lambda: IndexedFailure.objects.count() == 2 and ingest_pending(r, stream) == 0, 10
+            )
         finally:
             stop.set()
             thread.join(timeout=10)
@@ -254,7 +257,7 @@ class IngestLoopTests:
         )
         thread.start()
         try:
-            wait_for(lambda: IndexedFailure.objects.count() == 1)
+            wait_until(lambda: IndexedFailure.objects.count() == 1, 10, "the first row")
             time.sleep(0.2)  # the loop is now idle, waiting for an event or its 30 s poll
             attempt = Attempt(
                 group="billing", entry_id="2-0", consumer="w", attempt=1,
@@ -262,20 +265,12 @@ class IngestLoopTests:
             )  # fmt: skip
             started = time.monotonic()
             assert failures_record(client=r, stream=stream, records=[attempt]) == 1
-            wait_for(lambda: IndexedFailure.objects.count() == 2, timeout=5.0)
+            wait_until(lambda: IndexedFailure.objects.count() == 2, 5, "the second row")
             assert time.monotonic() - started < 5.0
         finally:
             stop.set()
             thread.join(timeout=40)
         assert not thread.is_alive()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 class IngestCommandTests:
@@ -329,9 +324,9 @@ class IngestCommandTests:
                         conn.execute("SELECT COUNT(*) FROM dashboard_indexedfailure").fetchone()[0]
                     )
 
-            wait_for(lambda: rows() == 1, timeout=30)
+            wait_until(lambda: rows() == 1, 30, "the first row")
             add_failure(r, stream, "2-0")  # picked up by the running loop
-            wait_for(lambda: rows() == 2 and ingest_pending(r, stream) == 0, timeout=30)
+            wait_until(lambda: rows() == 2 and ingest_pending(r, stream) == 0, 30)
         finally:
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=30)

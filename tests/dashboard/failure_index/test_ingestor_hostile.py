@@ -14,8 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from queue_core.events import event_message
 from queue_core.keys import EVENTS_CHANNEL
 from tests.factories import add_failure
 from tests.hostile_json import hostile_json
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 DEEP = ["[" * 1000 + "]" * 1000, '{"type": "failure", "stream": ' + "[" * 100_000, "{" * 5000]
@@ -54,13 +53,6 @@ class FailureEventTests:
         lines = [rec.getMessage() for rec in caplog.records]
         assert len(lines) <= 1  # none if an earlier test of this process logged it already
         assert all("not readable JSON" in line for line in lines)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 class IngestCommandTests:
@@ -93,13 +85,13 @@ class IngestCommandTests:
             return int(found[0])
 
         try:
-            wait_for(lambda: rows() == 1, "the first record")
-            wait_for(lambda: r.pubsub_numsub(EVENTS_CHANNEL)[0][1] >= 1, "its subscription")
+            wait_until(lambda: rows() == 1, 30, "the first record")
+            wait_until(lambda: r.pubsub_numsub(EVENTS_CHANNEL)[0][1] >= 1, 30, "its subscription")
             for raw in DEEP:
                 r.publish(EVENTS_CHANNEL, raw)
             add_failure(r, stream, "2-0")
             r.publish(EVENTS_CHANNEL, event_message(type="failure", stream=stream, group="g"))
-            wait_for(lambda: rows() == 2 or proc.poll() is not None, "the second record")
+            wait_until(lambda: rows() == 2 or proc.poll() is not None, 30, "the second record")
             assert proc.poll() is None, out.read_text(errors="replace")
             assert rows() == 2
         finally:

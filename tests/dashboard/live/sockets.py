@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
+import redis
 from channels.testing import WebsocketCommunicator
 
 from dashboard.asgi import application
+from queue_core.keys import EVENTS_CHANNEL
+from tests.waiting import wait_until_async
 
 CookieFor = Callable[..., Awaitable[list[tuple[bytes, bytes]]]]
 #: What a page of the test site sends on a handshake: its Host and its own Origin.
@@ -54,3 +57,24 @@ async def close_code(ws: WebsocketCommunicator) -> int | None:
     assert message["type"] == "websocket.close", "nothing is sent before the close"
     code: int = message["code"]
     return code
+
+
+async def events_subscribed(r: redis.Redis) -> None:
+    """Until the broadcaster listens on the events channel (PUBSUB NUMSUB on the server):
+    an event published before that is heard by no one."""
+    await wait_until_async(
+        lambda: r.pubsub_numsub(EVENTS_CHANNEL)[0][1] >= 1,
+        what="the broadcaster's subscription to the events channel",
+    )
+
+
+async def xread_blocked(r: redis.Redis) -> None:
+    """Until a client of ``r``'s server waits in a blocking XREAD (CLIENT LIST): the
+    broadcaster's watcher, once a socket opened a surface (with none open it reads
+    nothing), is blocked on the streams' last ids, so the next XADD wakes it."""
+
+    def blocked() -> bool:
+        clients: list[dict[str, str]] = r.client_list()
+        return any(c.get("cmd") == "xread" and "b" in c.get("flags", "") for c in clients)
+
+    await wait_until_async(blocked, what="the watcher's blocking XREAD")

@@ -30,8 +30,10 @@ from queue_core.events import event_publish
 from queue_core.keys import stream_keys
 from tests.dashboard.live.sockets import (
     CookieFor,
+    events_subscribed,
     live_socket,
     receive_until,
+    xread_blocked,
 )
 from tests.factories import add_entries, make_group, make_pending
 
@@ -66,7 +68,7 @@ class LivePushTests:
         ws = live_socket(live_path("stream", stream=stream), await headers_for("view_queues"))
         assert (await ws.connect())[0]
         await receive_until(ws, lambda m: 'id="stream-facts"' in m)
-        await asyncio.sleep(0.3)  # let the watcher block on the new last id
+        await xread_blocked(r)  # the watcher blocks on the new last id
         started = time.monotonic()
         (new_id,) = add_entries(r, stream, 1)
         await receive_until(ws, lambda m: new_id in m, timeout=broadcaster_tick - 1)
@@ -85,11 +87,11 @@ class LivePushTests:
         ws = live_socket(path, await headers_for("view_queues"))
         assert (await ws.connect())[0]
         await receive_until(ws, lambda m: 'id="pending-table"' in m)
-        await asyncio.sleep(0.2)  # the subscription is in place before we publish
+        await events_subscribed(r)  # the subscription is in place before we publish
         # The worker publishes its event at once; the ingestor stores the failure row a
         # moment later (it polls), and the page shows failures from that row.
         event_publish(client=r, type="failure", stream=stream, group="billing", entry_id=entry_id)
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.25)  # the ingestor's delay: the row is stored after the event
         await _failure_row(stream=stream, group="billing", entry_id=entry_id, message="boom 42")
         stored = time.monotonic()
         update = await receive_until(ws, lambda m: "boom 42" in m, timeout=4.0)
@@ -122,7 +124,7 @@ class LivePushTests:
         assert (await ws.connect())[0]
         first = await receive_until(ws, lambda m: 'id="stream-table"' in m)
         assert prefix + "emails" in first
-        await asyncio.sleep(0.3)
+        await xread_blocked(r)  # the watcher blocks on the stream's last id
         add_entries(r, prefix + "emails", 1)
         await receive_until(ws, lambda m: '<td class="num">3</td>' in m)
         assert broadcaster.polled == (prefix + "emails",)

@@ -7,7 +7,6 @@ broadcaster gets deep JSON by a real PUBLISH and must still hear the good event 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -17,7 +16,9 @@ from hypothesis import given, settings
 
 from dashboard.live.broadcaster import Broadcaster
 from queue_core.keys import EVENTS_CHANNEL
+from tests.dashboard.live.sockets import events_subscribed
 from tests.hostile_json import hostile_json
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,17 +64,11 @@ class SubscriptionTests:
         self, broadcaster: Broadcaster, r: redis.Redis
     ) -> None:
         broadcaster._ensure_running()
-        for _ in range(500):
-            if r.pubsub_numsub(EVENTS_CHANNEL)[0][1] >= 1:
-                break
-            await asyncio.sleep(0.01)
+        await events_subscribed(r)
         for raw in DEEP:
             r.publish(EVENTS_CHANNEL, raw)
         r.publish(EVENTS_CHANNEL, '{"type": "rates", "at": 1234.5}')
-        for _ in range(500):
-            if broadcaster._rates_at == 1234.5:
-                break
-            await asyncio.sleep(0.01)
-        assert broadcaster._rates_at == 1234.5  # heard the good event after the bad ones
+        # Heard the good event after the bad ones.
+        await wait_until_async(lambda: broadcaster._rates_at == 1234.5, what="the good event")
         events_task = next(t for t in broadcaster._tasks if t.get_name() == "ackboard-live-events")
         assert not events_task.done()

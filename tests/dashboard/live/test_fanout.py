@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
@@ -38,6 +37,7 @@ from dashboard.routing import live_path
 from tests.dashboard.live.sockets import SITE_HEADERS, live_socket, receive_until
 from tests.dashboard.test_channel_layer import _layer_config
 from tests.factories import add_entries, make_pending
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -186,7 +186,7 @@ class SessionWatchTests:
                 sockets.append(ws)
         assert session.session_watch().sessions() == 4
         counted_checks.clear()
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(1.5)  # the checks over this time are the figure
         # One check per recheck period (about 5 in 1.5 s), not one per socket (120).
         assert 2 <= len(counted_checks) <= 6, counted_checks
         assert max(counted_checks) <= 4, "O(1) queries for 24 sockets of 4 sessions"
@@ -255,12 +255,15 @@ class SessionWatchTests:
         group_channel = f"{config['prefix']}__group__{session.session_group(key)}"
         sockets = [live_socket(path, headers) for _ in range(8)]
         assert (await sockets[0].connect())[0]
-        await _until(lambda: dict(r.pubsub_numsub(group_channel))[group_channel.encode()] == 1)
+        await wait_until_async(
+            lambda: dict(r.pubsub_numsub(group_channel))[group_channel.encode()] == 1,
+            what="the session group subscribed",
+        )
         subscribed = _calls(r, "subscribe")
         for ws in sockets[1:]:
             assert (await ws.connect())[0]
             await receive_until(ws, lambda m: 'id="pending-table"' in m)
-        await asyncio.sleep(0.3)  # any subscription the new tabs caused has been made
+        await asyncio.sleep(0.3)  # a window for any (wrong) subscription the new tabs cause
         assert _calls(r, "subscribe") == subscribed, "7 more tabs of the session: none"
         for ws in sockets:
             await ws.disconnect()
@@ -304,13 +307,6 @@ class Recorder:
         return any(text in html for _, html in self.sent)
 
 
-async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
 class FanOutTests:
     async def test_one_rendering_per_permission_set_for_60_sockets(
         self,
@@ -326,11 +322,11 @@ class FanOutTests:
         outboxes = [Outbox(rec.send) for rec in recorders]
         for i, outbox in enumerate(outboxes):
             broadcaster.attach(surface, readers if i % 2 else operators, outbox)
-        await _until(lambda: all(rec.sent for rec in recorders))
+        await wait_until_async(lambda: all(rec.sent for rec in recorders))
         counted_renders.clear()
         renders = broadcaster.counters.renders
         (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
-        await _until(lambda: all(rec.has(new_id) for rec in recorders))
+        await wait_until_async(lambda: all(rec.has(new_id) for rec in recorders))
         assert broadcaster.counters.renders - renders == 1, "one context per change"
         assert sorted(counted_renders, key=len) == [readers, operators], "one per set"
         pushed = {rec.sent[-1][1] for rec in recorders}
@@ -349,20 +345,20 @@ class FanOutTests:
         outboxes = [Outbox(rec.send) for rec in [slow, *fast]]
         for outbox in outboxes:
             broadcaster.attach(surface, perms, outbox)
-        await _until(lambda: all(rec.sent for rec in [slow, *fast]))
+        await wait_until_async(lambda: all(rec.sent for rec in [slow, *fast]))
         slow.gate.clear()  # from now on its sends hang, like a client that stopped reading
         ids = []
         for _ in range(4):
             (new_id,) = add_entries(r, stream, 1)
             ids.append(new_id)
             written = time.monotonic()
-            await _until(lambda new_id=new_id: all(rec.has(new_id) for rec in fast))
+            await wait_until_async(lambda new_id=new_id: all(rec.has(new_id) for rec in fast))
             assert time.monotonic() - written < 2.0
         assert not slow.has(ids[0])
         assert outboxes[0].pending() <= 3, "at most one pending HTML per partial"
         assert outboxes[0].skipped >= 1, "states in between are skipped for it alone"
         slow.gate.set()
-        await _until(lambda: slow.has(ids[-1]))
+        await wait_until_async(lambda: slow.has(ids[-1]))
         latest = slow.sent[-1][1]
         assert ids[-1] in latest, "the final state is never skipped"
         assert all(ids[-1] in rec.sent[-1][1] for rec in fast)
@@ -378,12 +374,13 @@ class OutboxTests:
         rec.gate.clear()
         outbox = Outbox(rec.send)
         outbox.offer({"a": "<div id=a>1</div>"})
-        await asyncio.sleep(0.01)  # the sender took "a"=1 and hangs in its send
+        # The sender took "a"=1 and hangs in its send.
+        await wait_until_async(lambda: outbox.pending() == 0, what="the sender to take it")
         outbox.offer({"a": "<div id=a>2</div>", "b": "<div id=b>1</div>"})
         outbox.offer({"a": "<div id=a>3</div>"})
         assert outbox.pending() == 2 and outbox.skipped == 1
         rec.gate.set()
-        await _until(lambda: len(rec.sent) == 2)
+        await wait_until_async(lambda: len(rec.sent) == 2)
         assert [html for _, html in rec.sent] == [
             "<div id=a>1</div>",
             "<div id=a>3</div><div id=b>1</div>",

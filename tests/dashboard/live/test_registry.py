@@ -4,7 +4,6 @@ is one entry (the dead-letter page is the proof).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from typing import Any
@@ -34,6 +33,7 @@ from queue_core.keys import stream_keys
 from queue_core.services import entry_dead_letter
 from tests.dashboard.live.sockets import (
     CookieFor,
+    events_subscribed,
     live_socket,
     receive_until,
 )
@@ -105,7 +105,7 @@ class DeadLetterSurfaceTests:
         ws = live_socket(live_path("dlq", stream=stream), await headers_for("view_queues"))
         assert (await ws.connect())[0]
         await receive_until(ws, lambda m: 'id="dlq-table"' in m and first in m)
-        await asyncio.sleep(0.2)  # the subscription is in place before the action
+        await events_subscribed(r)  # the subscription is in place before the action
         started = time.monotonic()
         moved = entry_dead_letter(
             client=r, stream=stream, group="billing", entry_id=second, reason="b", operator="ops"
@@ -126,7 +126,7 @@ class DeadLetterSurfaceTests:
         ws = live_socket(live_path("dlq", stream=stream), await headers_for("view_queues"))
         assert (await ws.connect())[0]
         await receive_until(ws, lambda m: 'id="dlq-table"' in m)
-        await asyncio.sleep(0.2)
+        await events_subscribed(r)  # the subscription is in place before the event
         started = time.monotonic()
         # What a worker does: its script adds to {S}:dlq, then it publishes the event.
         dlq_id = r.xadd(stream_keys(stream).dlq, {"payload": "x"}).decode()

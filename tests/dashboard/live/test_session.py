@@ -292,7 +292,7 @@ class LongLivedSocketTests:
         monkeypatch.setattr(session, "REJOIN_S", 0.3)
         login = await login_as("view_queues")
         ws = await _open_group_socket(login, r, stream)
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(2.5)  # past the 1 s group expiry: Redis forgot the group
         (new_id,) = make_pending(r, stream, "billing", "w2", 1, create=False)
         await receive_until(ws, lambda m: new_id in m)
         await sync_to_async(login.client.logout)()

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,17 +16,7 @@ import redis
 
 from queue_core import Worker
 from queue_core.keys import stream_keys
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+from tests.waiting import wait_until as wait_until  # re-exported: the worker tests use it
 
 
 @contextmanager

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -369,8 +368,4 @@ def slot_finish(cluster: RedisCluster, slot: int, target: int) -> None:
             _raw(client, "CLUSTER", "SETSLOT", slot, "NODE", target_id)
         finally:
             client.close()
-    deadline = time.monotonic() + 10
-    while cluster.port_for_slot(slot) != target:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"slot {slot} did not move to {target}")
-        time.sleep(0.02)
+    wait_until(lambda: cluster.port_for_slot(slot) == target, 10, f"slot {slot} on {target}")

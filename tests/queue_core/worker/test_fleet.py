@@ -105,7 +105,7 @@ class FleetSupervisionTests:
         with running(fleet) as status:
             wait_until(lambda: lines(tmp_path / "log") == ["up"], timeout=20)
             fleet.stop()
-            time.sleep(1.3)
+            time.sleep(1.3)  # a window in which the fleet must not exit on one request
             assert not status, "the child waits for a second request"
             fleet.stop()
             wait_until(lambda: status, timeout=20, what="the fleet to exit")
@@ -143,6 +143,6 @@ class FleetSupervisionTests:
             wait_until(lambda: lines(tmp_path / "a.log") == ["up"], timeout=20)
             fleet.stop()
             wait_until(lambda: status, timeout=20, what="the fleet to exit")
-            time.sleep(0.3)
+            time.sleep(0.3)  # a window in which a (wrong) restart would show up
         assert lines(tmp_path / "a.log") == ["up", "stop"]
         assert fleet.members[0].restarts == 0

@@ -41,12 +41,12 @@ class WorkerConcurrencyTests:
 
         def sync_handler(job: Job) -> None:
             enter()
-            time.sleep(0.05)
+            time.sleep(0.05)  # the job's work: overlapping jobs are what is counted
             leave()
 
         async def async_handler(job: Job) -> None:
             enter()
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the job's work: overlapping jobs are what is counted
             leave()
 
         handler = sync_handler if kind == "sync" else async_handler

@@ -44,7 +44,7 @@ class ReclaimStaleTests:
     ) -> None:
         gone, kept = make_pending(r, stream, "g", "dead", 2)
         r.xdel(stream, gone)
-        time.sleep(0.02)
+        time.sleep(0.02)  # idle time: past the sweep's 10 ms min-idle
 
         result = reclaim_stale(client=r, stream=stream, group="g", consumer="c2", min_idle_ms=10)
 

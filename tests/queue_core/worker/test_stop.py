@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from queue_core.worker.stop import StopControl
+from tests.waiting import wait_until_async
 
 
 @pytest.fixture
@@ -42,7 +43,10 @@ class StopSignalTests:
             installed = control.signals_install(loop)
             assert set(installed) == {signal.SIGINT, signal.SIGTERM}
             os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C
-            loop.run_until_complete(asyncio.sleep(0.05))
+            # The handler runs in the loop: run it until the signal has been handled.
+            loop.run_until_complete(
+                wait_until_async(lambda: control.stopping, 5, "the signal to be handled")
+            )
             assert control.stopping and control.signalled
             control.signals_remove(loop, installed)
         finally:

@@ -6,7 +6,7 @@ appended to the command's own table) and the hint a dry run prints: what to run 
 as it showed. Each one runs as the named user through the buttons' own path: the
 confirmed actions through ``dashboard.views.remote.action_answer`` (permission, form,
 guard, service, audit row with the channel "cli"), the dry runs of reset-position and
-trim through ``dashboard.views.admin_actions.DRY_RUNS`` (nothing changed, nothing
+trim through ``dashboard.views.admin_dry_runs.DRY_RUNS`` (nothing changed, nothing
 audited but a denial). It parses and words; it never talks to Redis or SQL itself.
 
 - ``create-group STREAM GROUP [--position start|end|ID|TIME]`` (default: end);
@@ -24,7 +24,7 @@ from argparse import ArgumentParser
 from django.contrib.auth.models import User
 
 from dashboard.management.table import Options, Subcommand, single
-from dashboard.views.admin_actions import DRY_RUNS
+from dashboard.views.admin_dry_runs import DRY_RUNS
 from dashboard.views.remote import Answer, action_answer
 
 POSITION_HELP = (

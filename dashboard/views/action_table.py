@@ -1,13 +1,15 @@
 """The row type of the action table, shared by every module that adds rows to it.
 
 Owns ``Action`` (one row of ``dashboard.views.actions.ACTIONS``), ``Call`` (what a row's
-``run`` and ``before`` get) and ``KINDS``, what a row may act on. It lives apart from the
-views so that the modules holding rows (``dashboard.views.fleet_actions``,
+``run`` and ``before`` get), ``KINDS``, what a row may act on, and ``target_request``,
+how a "group", "consumer" or "stream" row parses its request (the action views and the
+group-administration dry runs share it). It lives apart from the views so that the
+modules holding rows (``dashboard.views.entry_actions``, ``dashboard.views.fleet_actions``,
 ``dashboard.views.admin_actions``) import it without importing the views: no cycle,
 and adding an action is one row in one module, whose tuple ``ROWS`` ``actions.py``
 merges into ``ACTIONS``.
 
-Pure Python: it never touches Redis, SQL or a request.
+It never touches Redis or SQL.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboard.access.permissions import action_permission
-from dashboard.views.action_runner import ActionRequest, ActionResult
+from dashboard.views.action_runner import ActionRequest, ActionResult, action_request
 from dashboard.views.forms import ActionForm, Target, TargetForm
+from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.connection import Client
 
 #: What a row acts on, which picks its route, its audit fields and its state-before read
@@ -91,3 +94,37 @@ class Action:
         if issubclass(self.form, TargetForm):
             return self.form(data, target=target)
         return self.form(data)
+
+
+def target_request(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    group: str,
+    consumer: str,
+    channel: str,
+) -> tuple[ActionForm, ActionRequest, Target]:
+    """A "group", "consumer" or "stream" row's form over ``data``, its audit fields and
+    its target. The audit row names the stream and (but for a stream's action) the group;
+    a consumer's name is in its state before. Its answer reloads the page: ``place`` is
+    the kind, never a table row."""
+    target = Target(
+        stream=stream,
+        group=group if row.on != "stream" else "",
+        consumer=consumer if row.on == "consumer" else "",
+    )
+    form = row.make_form(data, target)
+    req = action_request(
+        request,
+        form,
+        action=row.name,
+        stream=stream,
+        group=target.group,
+        ids=[],
+        default_place=row.on,
+        channel=channel,
+    )
+    req.place = row.on
+    return form, req, target

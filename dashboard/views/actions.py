@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -42,7 +41,7 @@ from django.views.decorators.http import require_POST
 
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
-from dashboard.views import admin_actions, fleet_actions
+from dashboard.views import admin_actions, entry_actions, fleet_actions
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -58,147 +57,20 @@ from dashboard.views.action_runner import (
     respond,
     run,
 )
-from dashboard.views.action_table import TARGET_KINDS, Action, Call
+from dashboard.views.action_table import TARGET_KINDS, Action, Call, target_request
 from dashboard.views.converters import name_problem
-from dashboard.views.forms import (
-    MAX_CONSUMER_LENGTH,
-    AcknowledgeForm,
-    ActionForm,
-    ClaimForm,
-    DeadLetterForm,
-    PurgeForm,
-    Target,
-)
+from dashboard.views.forms import MAX_CONSUMER_LENGTH, ActionForm, PurgeForm, Target
 from dashboard.views.htmx import HtmxHttpRequest
 from dashboard.views.pages import PendingFilters, pending_rows_view
-from queue_core import selectors, services
+from queue_core import selectors
 from queue_core.types import PendingPage
-
-# --- the actions: one service call each -------------------------------------------------
-
-
-def _retry(call: Call) -> ActionResult:
-    retried = services.entry_retry(
-        client=call.client,
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-        idle_ms=settings.ACKBOARD_RETRY_IDLE_MS,
-    )
-    return ActionResult(
-        "ok",
-        f"Entry {call.entry_id} will be redelivered to a worker of {call.req.group} on its "
-        "next reclaim sweep.",
-        reported={"idle_after_ms": retried.idle_ms},
-    )
-
-
-def _claim(call: Call) -> ActionResult:
-    claimed = services.entry_claim(
-        client=call.client,
-        consumer=call.data["consumer"],
-        seen_idle_ms=call.data["seen_idle_ms"],
-        seen_deliveries=call.data["seen_deliveries"],
-        seen_consumer=call.data["seen_consumer"] or None,
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-    )
-    return ActionResult(
-        "ok",
-        f"Entry {call.entry_id} claimed by {claimed.consumer} (was {claimed.previous_consumer}).",
-        reported={"claimed_by": claimed.consumer},
-    )
-
-
-def _dead_letter(call: Call) -> ActionResult:
-    moved = services.entry_dead_letter(
-        client=call.client,
-        reason=call.req.reason or "dead-lettered by an operator",
-        operator=call.operator,
-        expected_consumer=call.data["seen_consumer"],
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-    )
-    if moved is None:
-        return ActionResult(
-            "refused",
-            f"Entry {call.entry_id} is no longer pending in {call.req.group}: someone "
-            "acknowledged or dead-lettered it first. Nothing was changed.",
-            status=409,
-        )
-    return ActionResult(
-        "ok",
-        f"Entry {call.entry_id} moved to the dead-letter stream as {moved.dlq_id}.",
-        new_ids=[moved.dlq_id],
-        removed=True,
-    )
-
-
-def _acknowledge(call: Call) -> ActionResult:
-    acked = services.entry_acknowledge(
-        client=call.client,
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-        reason=call.req.reason,
-    )
-    if not acked.was_pending:
-        return ActionResult(
-            "refused",
-            f"Entry {call.entry_id} is no longer pending in {call.req.group}. Nothing was changed.",
-            status=409,
-        )
-    return ActionResult("ok", f"Entry {call.entry_id} acknowledged (discarded).", removed=True)
-
-
-def _replay(call: Call) -> ActionResult:
-    dlq_id = call.entry_id
-    replayed = services.dlq_replay(client=call.client, stream=call.req.stream, dlq_id=dlq_id)
-    return ActionResult(
-        "ok",
-        f"Dead-letter entry {dlq_id} replayed to group {replayed.group} as {replayed.new_id}.",
-        new_ids=[replayed.new_id],
-        removed=True,
-        reported={"origin_group": replayed.group, "origin_id": replayed.origin_id},
-    )
-
-
-def _delete(call: Call) -> ActionResult:
-    dlq_id = call.entry_id
-    deleted = services.dlq_delete(client=call.client, stream=call.req.stream, dlq_id=dlq_id)
-    if not deleted.deleted:
-        return ActionResult(
-            "refused", f"Dead-letter entry {dlq_id} was already gone. Nothing was changed.", 409
-        )
-    return ActionResult("ok", f"Dead-letter entry {dlq_id} deleted.", removed=True)
-
-
-def _purge(call: Call) -> ActionResult:
-    purged = services.dlq_purge(
-        client=call.client,
-        stream=call.req.stream,
-        expected_length=call.data["expected_length"],
-        newest_id=call.data["newest_id"],
-    )
-    return ActionResult(
-        "ok",
-        f"Purged {purged.deleted} dead-letter entr{'y' if purged.deleted == 1 else 'ies'}.",
-        reported={"deleted": purged.deleted},
-    )
-
 
 ACTIONS: Mapping[str, Action] = {
     row.name: row
     for row in (
-        Action("retry", "pending", ActionForm, _retry),
-        Action("claim", "pending", ClaimForm, _claim),
-        Action("dead-letter", "pending", DeadLetterForm, _dead_letter),
-        Action("acknowledge", "pending", AcknowledgeForm, _acknowledge),
-        Action("replay", "dead-letter", ActionForm, _replay),
-        Action("delete", "dead-letter", ActionForm, _delete),
-        Action("purge", "dead-letters", PurgeForm, _purge),
+        # Pending entries and dead letters: Retry, Claim, Dead-letter, Acknowledge,
+        # Replay, Delete, Purge.
+        *entry_actions.ROWS,
         # Fleet control: Pause, Resume, Retire, Retire idle consumers.
         *fleet_actions.ROWS,
         # Group administration: Create/Delete group, Reset position, Trim.
@@ -262,7 +134,7 @@ def _prepare(
     target_id: str,
     channel: str = "button",
 ) -> Prepared:
-    """The row's form over ``data``, the audit fields and the state-before read.
+    """The row's form over ``data``, the audit fields and the state-before read, by kind.
 
     ``target_id`` is the pending entry's id, the dead letter's, or a "consumer" row's
     consumer; a dead letter's group is its origin's (read with its state), and Purge has
@@ -272,33 +144,35 @@ def _prepare(
         return _prepare_target(
             request, row, data, stream=stream, group=group, consumer=target_id, channel=channel
         )
-    if row.on == "pending":
-        form = row.form(data)
-        req = action_request(
-            request,
-            form,
-            action=row.name,
-            stream=stream,
-            group=group,
-            ids=[target_id[:64]],
-            default_place="row",
-            channel=channel,
-        )
+    if row.on == "dead-letters":
+        return _prepare_purge(request, row, data, stream=stream, channel=channel)
+    pending = row.on == "pending"
+    form = row.form(data)
+    req = action_request(
+        request,
+        form,
+        action=row.name,
+        stream=stream,
+        group=group if pending else "",
+        ids=[target_id[:64]],
+        default_place="row" if pending else "dlq-row",
+        home="group" if pending else "dlq",
+        channel=channel,
+    )
+    if pending:
         return form, req, lambda: _pending_state(stream, group, target_id)
-    if row.on == "dead-letter":
-        form = row.form(data)
-        req = action_request(
-            request,
-            form,
-            action=row.name,
-            stream=stream,
-            group="",
-            ids=[target_id[:64]],
-            default_place="dlq-row",
-            home="dlq",
-            channel=channel,
-        )
-        return form, req, lambda: _dead_letter_state(req, target_id)
+    return form, req, lambda: _dead_letter_state(req, target_id)
+
+
+def _prepare_purge(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    channel: str,
+) -> Prepared:
+    """Purge's form, audit fields and state: the dead-letter stream as the page saw it."""
     purge = PurgeForm(data, stream=stream)
     req = action_request(
         request,
@@ -383,30 +257,12 @@ def _prepare_target(
     consumer: str,
     channel: str,
 ) -> Prepared:
-    """A "group", "consumer" or "stream" row's form, audit fields and state read.
-
-    The audit row names the stream and (but for a stream's action) the group; a
-    consumer's name is in its state before. Its answer reloads the page (``place`` is the
-    kind, never a table row), and a plain POST without ``next`` returns to the group's
-    page, or the stream's.
-    """
-    target = Target(
-        stream=stream,
-        group=group if row.on != "stream" else "",
-        consumer=consumer if row.on == "consumer" else "",
+    """A "group", "consumer" or "stream" row's form, audit fields and state read
+    (``action_table.target_request``). A plain POST without ``next`` returns to the
+    group's page, or the stream's."""
+    form, req, target = target_request(
+        request, row, data, stream=stream, group=group, consumer=consumer, channel=channel
     )
-    form = row.make_form(data, target)
-    req = action_request(
-        request,
-        form,
-        action=row.name,
-        stream=stream,
-        group=target.group,
-        ids=[],
-        default_place=row.on,
-        channel=channel,
-    )
-    req.place = row.on
     if request is not None and not req.next_url and row.on == "stream":
         with contextlib.suppress(NoReverseMatch):
             req.next_url = reverse("dashboard:stream-detail", args=[stream])

@@ -44,7 +44,7 @@ from dashboard.views.action_runner import (
     form_data,
 )
 from dashboard.views.actions import action_run
-from dashboard.views.admin_actions import DRY_RUNS
+from dashboard.views.admin_dry_runs import DRY_RUNS
 from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
 from dashboard.views.fleet_actions import idle_dry_run
 from dashboard.views.forms import IdleDryRunForm, Target

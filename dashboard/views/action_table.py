@@ -15,14 +15,15 @@ It never touches Redis or SQL.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.access.permissions import action_permission
+from dashboard.views.action_cli import Cli
 from dashboard.views.action_runner import ActionRequest, ActionResult, action_request
 from dashboard.views.forms import ActionForm, Target, TargetForm
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.connection import Client
+from queue_core.types import PendingEntry
 
 #: What a row acts on, which picks its route, its audit fields and its state-before read
 #: (``actions._prepare``):
@@ -41,14 +42,16 @@ TARGET_KINDS = ("group", "consumer", "stream")
 @dataclass(frozen=True)
 class Call:
     """What a row's ``run`` (and ``before``) gets: the request, its form's cleaned values,
-    the operator, Redis, and the target: the entry or dead letter id, or the consumer's
-    name for a "consumer" row ("" for the others)."""
+    the operator, Redis, the target: the entry or dead letter id, or the consumer's
+    name for a "consumer" row ("" for the others), and for a "pending" row the entry as
+    the state read found it (``seen``, read once per action; None for other kinds)."""
 
     req: ActionRequest
     data: Mapping[str, Any]
     operator: str
     client: Client
     target: str = ""
+    seen: PendingEntry | None = None
 
     @property
     def entry_id(self) -> str:
@@ -61,10 +64,11 @@ class Call:
 
 @dataclass(frozen=True)
 class Action:
-    """One operator action: a row of ``ACTIONS``."""
+    """One operator action: a row of ``ACTIONS``, the one declaration everything else
+    about it is derived from (its route, permission check, audit row, explanation, CLI
+    subcommand and API action)."""
 
-    #: The URL slug, the key of its permission (``dashboard.access.permissions``), the audit
-    #: row's action, the CLI subcommand and the API's action.
+    #: The URL slug, the audit row's action, the CLI subcommand and the API's action.
     name: str
     #: What it acts on: one of ``KINDS``.
     on: str
@@ -78,16 +82,22 @@ class Action:
     #: ``operator`` is "". It may raise ``BadRequest`` (400/404) or ``ActionRefused``
     #: (409): the attempt is then refused and audited, nothing called.
     before: Callable[[Call], dict[str, Any]] | None = None
+    #: The ``app_label.codename`` it needs (``dashboard.access.permissions`` maps every
+    #: action to it). A new codename is also declared on ``AuditEvent.Meta.permissions``
+    #: with its migration; several actions may share one.
+    permission: str = field(kw_only=True)
+    #: What it does, in one line, next to its button, in its dialog or its confirm
+    #: question (``{% action_explain %}``). Placeholders: {group}, {retry_idle}.
+    explain: str = field(kw_only=True)
+    #: Its subcommand of ``manage.py ackboard`` (None: none). Every row is an API action
+    #: (``/api/v1/actions/<name>``), whose body names the target its kind needs.
+    cli: Cli | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.on not in KINDS:
             raise ValueError(f"action {self.name!r}: unknown kind {self.on!r}")
         if self.on in TARGET_KINDS and not issubclass(self.form, TargetForm):
             raise TypeError(f"action {self.name!r}: a {self.on!r} row's form is a TargetForm")
-
-    @property
-    def permission(self) -> str:
-        return action_permission(self.name)
 
     def make_form(self, data: Mapping[str, Any], target: Target) -> ActionForm:
         """The row's form over ``data``; a ``TargetForm`` is told its target."""

@@ -4,25 +4,28 @@ Owns ``ACTIONS``, one row per action on one pending entry (Retry, Claim, Dead-le
 Acknowledge), on one dead-lettered entry (Replay, Delete), on a whole dead-letter
 stream (Purge), on a consumer group (Pause, Resume, Retire idle consumers, Delete group,
 Reset position), on one consumer (Retire) or on a stream (Create group, Trim). A row
-(``dashboard.views.action_table.Action``) names the action (its URL slug, its
-permission's key in ``dashboard.access.permissions`` and its audit name), what it acts on
-(``action_table.KINDS``), the form that parses its POST (``dashboard.views.forms``) and the
-one service call that does it, with the message it answers: a new action is one row,
-one service and one button. The fleet's rows live in ``dashboard.views.fleet_actions``
-and group administration's in ``dashboard.views.admin_actions`` (their ``ROWS``, merged
-here). The views look the row up and read the state before (``_prepare``, one branch
-per kind); ``dashboard.views.action_runner`` does the rest (permission, form, call,
-audit, answer), for bulk (``dashboard.views.bulk``) too. ``action_run`` is the same path
-without an HTML request: ``manage.py ackboard`` and the JSON API
-(``dashboard.views.api``) call it with the acting user and get the ``ActionResult`` a
-button would have answered with, audited the same way.
+(``dashboard.views.action_table.Action``) is the action's one declaration: its name (URL
+slug, audit name, CLI subcommand, API action), what it acts on (``action_table.KINDS``),
+the form that parses its POST, the one service call that does it with the message it
+answers, its permission (``dashboard.access.permissions`` derives its map from the rows),
+its explanation (``{% action_explain %}``) and its subcommand (``Action.cli``). The rows
+live in ``dashboard.views.entry_actions`` (entries and dead letters),
+``dashboard.views.fleet_actions`` (the fleet) and ``dashboard.views.admin_actions``
+(group administration): their ``ROWS``, merged here. The views look the row up and read
+the state before (``_prepare``, one branch per kind); ``dashboard.views.action_runner``
+does the rest (permission, form, call, audit, answer), for bulk (``dashboard.views.bulk``)
+too. ``action_run`` is the same path without an HTML request: ``manage.py ackboard`` and
+the JSON API (``dashboard.views.api``) call it with the acting user and get the
+``ActionResult`` a button would have answered with, audited the same way.
 
 It never writes to Redis (the services in ``queue_core`` do, atomically) and reads it
 only through ``queue_core.selectors``: the state before is one round trip (the entry's
 XPENDING and XRANGE, the dead letter's XRANGE, a group's XPENDING summary, or a
 consumer's group header), plus what a row's ``before`` reads, for the audit row and to
-tell an unknown target (404) from one that changed (409). A Retry or Claim from a
-pending-table row costs one more round trip and one SQL query, to re-render the row.
+tell an unknown target (404) from one that changed (409). A pending entry is read once
+per action: the call gets what the read found (``Call.seen``: a terminal's Claim takes
+its guard from it), and a Retry or Claim from a pending-table row re-renders the row
+from it and what the service reported, for one SQL query and no further round trip.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from dashboard.views.forms import MAX_CONSUMER_LENGTH, ActionForm, PurgeForm, Ta
 from dashboard.views.htmx import HtmxHttpRequest
 from dashboard.views.pages import PendingFilters, pending_rows_view
 from queue_core import selectors
-from queue_core.types import PendingPage
+from queue_core.types import PendingEntry, PendingPage, PendingRow
 
 ACTIONS: Mapping[str, Action] = {
     row.name: row
@@ -92,11 +95,13 @@ def _attempt(
     form: ActionForm,
     req: ActionRequest,
     *,
-    state_before: Callable[[], dict[str, Any]],
+    state_before: StateRead,
     target: str = "",
+    fill: Fill | None = None,
 ) -> ActionResult:
     """One row's attempt: the permission, the state before, the form, the service.
-    ``target`` is what ``Call.target`` says (a consumer row's consumer)."""
+    ``target`` is what ``Call.target`` says (a consumer row's consumer); ``fill`` gives
+    the form fields the caller left blank from what the state read found (``action_run``)."""
     if not user.has_perm(row.permission):
         if row.on == "dead-letter":
             # The refusal's audit row names the group the dead letter belongs to (the
@@ -111,17 +116,39 @@ def _attempt(
             audit(user, req, outcome, {"consumer": target[:255]})
             return outcome
         return denied(user, req)
+    seen: list[PendingEntry | None] = [None]
+
+    def state() -> dict[str, Any]:
+        before, seen[0] = state_before()
+        return before
 
     def call() -> ActionResult:
-        data = form_data(form)
+        filled = form if fill is None else _filled(row, form, fill(seen[0]))
+        data = form_data(filled)
         operator = user.get_username()
-        on = Call(req=req, data=data, operator=operator, client=get_redis(), target=target)
+        on = Call(
+            req=req, data=data, operator=operator, client=get_redis(), target=target, seen=seen[0]
+        )
         return row.run(on)
 
-    return run(user, req, state_before=state_before, call=call)
+    return run(user, req, state_before=state, call=call)
 
 
-Prepared = tuple[ActionForm, ActionRequest, Callable[[], dict[str, Any]]]
+def _filled(row: Action, form: ActionForm, looked: Mapping[str, str]) -> ActionForm:
+    """A pending row's form again, with ``looked`` in the fields the caller left blank."""
+    if not looked:
+        return form
+    posted: Mapping[str, Any] = form.data
+    return row.form({**posted, **{k: v for k, v in looked.items() if not posted.get(k)}})
+
+
+#: A kind's state-before read: the state for the audit row, and what it found that the
+#: call and the answer reuse (a "pending" row's entry; None for the other kinds), so the
+#: entry is read once per action.
+StateRead = Callable[[], tuple[dict[str, Any], PendingEntry | None]]
+#: Form fields a caller left blank, from what the state read found (Claim's guard).
+Fill = Callable[[PendingEntry | None], Mapping[str, str]]
+Prepared = tuple[ActionForm, ActionRequest, StateRead]
 
 
 def _prepare(
@@ -161,7 +188,7 @@ def _prepare(
     )
     if pending:
         return form, req, lambda: _pending_state(stream, group, target_id)
-    return form, req, lambda: _dead_letter_state(req, target_id)
+    return form, req, lambda: (_dead_letter_state(req, target_id), None)
 
 
 def _prepare_purge(
@@ -186,10 +213,10 @@ def _prepare_purge(
     )
     req.place = "dlq"  # the page reloads, wherever the form was
 
-    def state() -> dict[str, Any]:
+    def state() -> tuple[dict[str, Any], None]:
         check_stream(stream)
         checked = form_data(purge)
-        return {"length": checked["expected_length"], "newest_id": checked["newest_id"] or ""}
+        return {"length": checked["expected_length"], "newest_id": checked["newest_id"] or ""}, None
 
     return purge, req, state
 
@@ -266,7 +293,7 @@ def _prepare_target(
     if request is not None and not req.next_url and row.on == "stream":
         with contextlib.suppress(NoReverseMatch):
             req.next_url = reverse("dashboard:stream-detail", args=[stream])
-    return form, req, lambda: _target_state(row, form, req, target)
+    return form, req, lambda: (_target_state(row, form, req, target), None)
 
 
 def action_run(
@@ -278,15 +305,19 @@ def action_run(
     target_id: str = "",
     data: Mapping[str, Any],
     channel: str,
+    fill: Fill | None = None,
 ) -> tuple[ActionRequest, ActionResult]:
     """Run one action of ``ACTIONS`` as ``user``, without an HTML request.
 
     The CLI's and the API's way in: the same permission, form (``data`` holds what the
     button posts), state read, guard, service call and audit row (naming ``channel``)
     as the button's. ``target_id`` is the entry's or dead letter's id, or a consumer
-    row's consumer ("" for a group's or a stream's row). Returns the audit fields (a
-    dead letter's group filled in) and the outcome; an unknown action is a 404
-    outcome, not audited, as the route's 404 is. A Redis error is audited as "error" and re-raised.
+    row's consumer ("" for a group's or a stream's row). ``fill`` gives a pending row's
+    fields that ``data`` left blank from the entry its state read found, as a page shows
+    it before its button posts (a terminal's Claim takes its guard from it). Returns the
+    audit fields (a dead letter's group filled in) and the outcome; an unknown action is
+    a 404 outcome, not audited, as the route's 404 is. A Redis error is audited as
+    "error" and re-raised.
     """
     row = ACTIONS.get(action)
     if row is None:
@@ -297,24 +328,20 @@ def action_run(
     form, req, state = _prepare(
         None, row, data, stream=stream, group=group, target_id=target_id, channel=channel
     )
-    return req, _attempt(user, row, form, req, state_before=state, target=target_id)
+    outcome = _attempt(user, row, form, req, state_before=state, target=target_id, fill=fill)
+    return req, outcome
 
 
-def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | None:
-    """The pending-table row of ``req.ids[0]`` as the group page renders it, and its DOM id.
+def _row_html(request: HttpRequest, req: ActionRequest, row: PendingRow) -> tuple[str, str]:
+    """The pending-table row ``row`` (the entry after the action, as its service reported
+    it) as the group page renders it, and its DOM id.
 
     Renders the page's own ``pending-table`` partial with this one row, so the swapped row
     and a reloaded page never differ; the response's HX-Reselect picks the row out. One
-    round trip (``selectors.pending_entry_fetch``) and one SQL query. None when the entry
-    is no longer pending (then the page reloads instead).
+    SQL query (its last failure), no Redis read: the state read before the action gave
+    the payload, and the service the owner, idle time and deliveries after.
     """
-    entry_id = req.ids[0]
-    found = selectors.pending_entry_fetch(
-        client=get_redis(), stream=req.stream, group=req.group, entry_id=entry_id
-    )
-    if found is None or found.row is None:
-        return None
-    failures = last_failures(stream=req.stream, group=req.group, entry_ids=[entry_id])
+    failures = last_failures(stream=req.stream, group=req.group, entry_ids=[row.id])
     page = PendingPage(
         rows=(), start=None, next_start=None, scanned=1, scanned_to=None, budget_hit=False
     )
@@ -322,21 +349,24 @@ def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | Non
         "stream": req.stream,
         "group": req.group,
         # The group page's own row view: a swapped row and a reloaded page never differ.
-        "rows": pending_rows_view((found.row,), failures),
+        "rows": pending_rows_view((row,), failures),
         "page": page,
         "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
         "snapshot_id": "",
     }
     html = render_to_string("dashboard/group.html#pending-table", context, request=request)
-    return html, f"pending-{entry_id}"
+    return html, f"pending-{row.id}"
 
 
 # --- views ----------------------------------------------------------------------------
 
 
-def _pending_state(stream: str, group: str, entry_id: str) -> dict[str, Any]:
-    """The entry as its group sees it, for the audit row: 404 for an unknown group, and
-    for an entry neither pending there nor in the stream."""
+def _pending_state(
+    stream: str, group: str, entry_id: str
+) -> tuple[dict[str, Any], PendingEntry | None]:
+    """The entry as its group sees it (``selectors.pending_entry_fetch``, one round trip),
+    for the audit row, and the entry itself, for the call and the answer: 404 for an
+    unknown group, and for an entry neither pending there nor in the stream."""
     check_stream(stream)
     check_group(group)
     check_id(entry_id)
@@ -348,14 +378,15 @@ def _pending_state(stream: str, group: str, entry_id: str) -> dict[str, Any]:
     if found.row is None:
         if not found.in_stream:
             raise BadRequest(f"no entry {entry_id} in stream {stream!r}", status=404)
-        return {"pending": False}
+        return {"pending": False}, found
     row = found.row
-    return {
+    state = {
         "pending": True,
         "consumer": row.consumer,
         "idle_ms": row.idle_ms,
         "deliveries": row.deliveries,
     }
+    return state, found
 
 
 @require_POST
@@ -372,7 +403,10 @@ def entry_action(
     outcome = _attempt(request.user, row, form, req, state_before=state)
     # A row that stays in the pending table is re-rendered; the entry page reloads.
     stays = outcome.result == "ok" and not outcome.removed and req.place not in ("entry", "dlq")
-    return respond(request, req, outcome, row_html=_row_html(request, req) if stays else None)
+    after = outcome.pending_row if stays else None
+    return respond(
+        request, req, outcome, row_html=_row_html(request, req, after) if after else None
+    )
 
 
 def _dead_letter_state(req: ActionRequest, dlq_id: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from django.urls import NoReverseMatch, reverse
 
 from dashboard.models import AuditEvent
 from dashboard.runtime.connection import get_redis
+from dashboard.views.action_cli import GROUP, STREAM, Arg, Cli, Options, reason, yes
 from dashboard.views.action_runner import ActionResult, BadRequest
 from dashboard.views.action_table import Action, Call
 from dashboard.views.admin_forms import (
@@ -275,12 +276,145 @@ def _trim(call: Call) -> ActionResult:
     )
 
 
-ROWS: tuple[Action, ...] = (
-    Action("create-group", "stream", CreateGroupForm, _create_group, before=_create_before),
-    Action("delete-group", "group", DeleteGroupForm, _delete_group),
-    Action("reset-position", "group", ResetPositionForm, _reset_position),
-    Action("trim", "stream", TrimForm, _trim, before=_trim_before),
+# --- their command lines ------------------------------------------------------------------
+
+POSITION_HELP = (
+    "start, end, an id (1700000000000-0), a time in UTC (2026-12-01T10:00:00Z) or a time "
+    "before now (-15m)"
 )
+
+
+def _reset_hint(payload: Mapping[str, Any], options: Options) -> str:
+    return (
+        f" To act, run: reset-position {options['stream']} {options['group']} "
+        f"{payload['position']} --yes --expected-before-id {payload['expected_before_id']}"
+    )
+
+
+def _trim_hint(payload: Mapping[str, Any], options: Options) -> str:
+    force = " --force" if payload["past_floor"] else ""
+    return f" To act, run: trim {options['stream']} {payload['minid']} --yes{force}"
+
+
+def _acknowledged(n: str) -> Mapping[str, str]:
+    """``--acknowledge N``: the count the operator acknowledges, ticked (none: 0)."""
+    return {"expected_pending": n or "0", "acknowledge": "1" if n else ""}
+
+
+_CREATE_CLI = Cli(
+    "create a consumer group",
+    (
+        STREAM,
+        Arg(("group",), {"help": "The new group's name."}, field="name"),
+        Arg(
+            ("--position",),
+            {"default": "end", "help": f"Where it starts: {POSITION_HELP}."},
+            field="position",
+        ),
+        reason("Audited."),
+    ),
+)
+_DELETE_CLI = Cli(
+    "delete a consumer group (refused while entries are pending unless acknowledged)",
+    (
+        STREAM,
+        GROUP,
+        Arg(
+            ("--acknowledge",),
+            {
+                "default": "",
+                "metavar": "N",
+                "help": "Drop its N pending entries (N as you saw it; needs --reason).",
+            },
+            fields=_acknowledged,
+        ),
+        reason("Audited."),
+    ),
+    typed_name="group",
+)
+_RESET_CLI = Cli(
+    "reset a group's position (dry run unless --yes)",
+    (
+        STREAM,
+        GROUP,
+        Arg(("position",), {"help": POSITION_HELP}, field="position"),
+        yes("Reset, as the dry run showed it."),
+        Arg(
+            ("--expected-before-id",),
+            {"default": "", "help": "The position before the dry run printed."},
+            field="expected_before_id",
+            on_yes=True,
+        ),
+        reason("Audited."),
+    ),
+    hint=_reset_hint,
+)
+_TRIM_CLI = Cli(
+    "trim a stream to MINID (dry run unless --yes)",
+    (
+        STREAM,
+        Arg(
+            ("minid",),
+            {"help": "Delete entries older than this id, or this time in UTC."},
+            field="minid",
+        ),
+        yes("Trim, as the dry run showed it."),
+        Arg(
+            ("--force",),
+            {"action": "store_true", "help": "Even past the floor (entries a group needs)."},
+            field="force",
+            tick=True,
+            on_yes=True,
+        ),
+        reason("Audited."),
+    ),
+    typed_name="stream",
+    hint=_trim_hint,
+)
+
+#: Administering a group (create, delete, reset its position) is one permission, and
+#: trimming a stream another.
+ROWS: tuple[Action, ...] = (
+    Action(
+        "create-group", "stream", CreateGroupForm, _create_group, before=_create_before,
+        permission="dashboard.administer_group",
+        explain=(
+            "Create group makes a consumer group on this stream; its workers get the entries "
+            "after the position chosen (the start: all of them; the end: only new ones)."
+        ),
+        cli=_CREATE_CLI,
+    ),
+    Action(
+        "delete-group", "group", DeleteGroupForm, _delete_group,
+        permission="dashboard.administer_group",
+        explain=(
+            "Delete group destroys {group}, its consumers and its pending entries (which are "
+            "never run); the stream's entries and other groups are untouched. It cannot be "
+            "undone."
+        ),
+        cli=_DELETE_CLI,
+    ),
+    Action(
+        "reset-position", "group", ResetPositionForm, _reset_position,
+        permission="dashboard.administer_group",
+        explain=(
+            "Reset position moves where {group} reads from: entries after it are delivered "
+            "(again), entries before it are skipped. The audit row keeps the position before, "
+            "to undo it."
+        ),
+        cli=_RESET_CLI,
+    ),
+    Action(
+        "trim", "stream", TrimForm, _trim, before=_trim_before,
+        permission="dashboard.trim_stream",
+        explain=(
+            "Trim deletes the stream's entries older than the id or time given, for every "
+            "group; never what a group still needs (pending or not delivered yet) unless "
+            "forced."
+        ),
+        cli=_TRIM_CLI,
+    ),
+)  # fmt: skip
 
 
 # --- the group page's Undo --------------------------------------------------------------

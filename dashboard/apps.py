@@ -12,6 +12,9 @@ class DashboardConfig(AppConfig):
         from dashboard.insight.rates import sampler
         from dashboard.redrive import models as _redrive_models  # noqa: F401
 
+        # The action table registers each action's permission (access.permissions).
+        from dashboard.views import actions as _actions  # noqa: F401
+
         # The sampler thread starts with this process's first request (a web process),
         # never in manage.py commands, like the stream index's refresher.
         sampler.connect_web_start()

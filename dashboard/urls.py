@@ -9,7 +9,7 @@ from django.views.generic import RedirectView
 from dashboard.display import converters
 from dashboard.redrive import views as redrive_views
 from dashboard.views import actions as action_views
-from dashboard.views import admin_actions, fleet_actions
+from dashboard.views import admin_dry_runs, fleet_actions
 from dashboard.views import api as api_views
 from dashboard.views import audit as audit_views
 from dashboard.views import bulk as bulk_views
@@ -92,7 +92,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     ),
     # Routes of their own (previews, dry runs, partials) of the fleet and admin actions.
     *fleet_actions.PATTERNS,
-    *admin_actions.PATTERNS,
+    *admin_dry_runs.PATTERNS,
     *chart_views.patterns(),  # the rate charts' data
     *redrive_views.patterns(),  # redrive dead letters: dialog, controls, API
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.

@@ -1,14 +1,20 @@
 """Who may do what: the Django permission behind each operator action, and the read role.
 
-Owns the action -> permission map and the decorators views use. It never touches Redis
-and never writes audit rows itself: the action views audit a denied attempt through
-``dashboard.access.audit`` before answering 403, so a forged POST is both refused and recorded.
+Owns the action -> permission map and the decorators views use. The map is derived: each
+row of the action table (``dashboard.views.actions.ACTIONS``) declares its permission and
+the table registers them here (``actions_register``), and the background jobs
+(``JOB_PERMISSIONS``) declare theirs; the codenames themselves are
+declared on ``AuditEvent.Meta.permissions`` and created by the migrations. It never
+touches Redis and never writes audit rows itself: the action views audit a denied
+attempt through ``dashboard.access.audit`` before answering 403, so a forged POST is
+both refused and recorded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import wraps
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from django.contrib.auth.decorators import login_required
@@ -19,57 +25,68 @@ from django.http import HttpRequest, HttpResponseBase
 #: Reading streams, groups, entries, failures and the audit trail.
 VIEW_QUEUES = "dashboard.view_queues"
 
-#: One permission per action (Oban Web's habit: every action is named and checked).
-#: Delete and Purge share one permission: both destroy dead-lettered entries. The fleet
-#: controls share one per kind of power: pausing a group, retiring consumers,
-#: administering a group (create, delete, reset its position) and trimming a stream.
-ACTION_PERMISSIONS: Mapping[str, str] = {
-    "retry": "dashboard.retry_entry",
-    "claim": "dashboard.claim_entry",
-    "dead-letter": "dashboard.dead_letter_entry",
-    "acknowledge": "dashboard.acknowledge_entry",
-    "replay": "dashboard.replay_entry",
-    "delete": "dashboard.delete_dead_letter",
-    "purge": "dashboard.delete_dead_letter",
-    "pause": "dashboard.pause_group",
-    "resume": "dashboard.pause_group",
-    "retire": "dashboard.retire_consumer",
-    "retire-idle": "dashboard.retire_consumer",
-    "create-group": "dashboard.administer_group",
-    "delete-group": "dashboard.administer_group",
-    "reset-position": "dashboard.administer_group",
-    "trim": "dashboard.trim_stream",
+#: Actions with a permission that are not rows of the action table: a redrive is a
+#: background job with its own states and controls (``dashboard.redrive.service``),
+#: checked against the same map.
+JOB_PERMISSIONS: Mapping[str, str] = {
     "redrive": "dashboard.redrive_dead_letters",  # and its controls (dashboard.redrive)
 }
-
-
-#: Actions with a permission above that are not rows of the action table
-#: (``dashboard.views.actions.ACTIONS``): a redrive is a background job with its own
-#: states and controls (``dashboard.redrive.service``), checked against the same map.
-JOB_ACTIONS: frozenset[str] = frozenset({"redrive"})
+JOB_ACTIONS: frozenset[str] = frozenset(JOB_PERMISSIONS)
 
 #: Edit & replay a dead letter: apart from Replay, and held by no role by
 #: default (an edited entry runs code paths its producer never sent). Grant it per user
 #: in the admin site (docs/failure-loop.md); ``dashboard.views.edit_replay`` checks it.
 EDIT_REPLAY = "dashboard.edit_replay_dead_letter"
 
-#: The codenames (without the app label) the "Ackboard operators" group holds.
-OPERATOR_CODENAMES: tuple[str, ...] = tuple(
-    sorted({p.split(".", 1)[1] for p in ACTION_PERMISSIONS.values()} | {"view_queues"})
-)
 READ_ONLY_CODENAMES: tuple[str, ...] = ("view_queues",)
+
+
+#: Every action's permission, in the action table's order, then the jobs'. Filled by
+#: ``actions_register`` when the action table is built (``dashboard.views.actions``,
+#: imported by ``DashboardConfig.ready``); until then only the jobs': fails closed.
+_permissions: dict[str, str] = dict(JOB_PERMISSIONS)
+
+
+def actions_register(permissions: Mapping[str, str]) -> None:
+    """The action table's permissions (action name -> ``app_label.codename``), once built.
+
+    One permission per action (Oban Web's habit: every action is named and checked);
+    actions of one kind of power share one (Delete and Purge both destroy dead letters).
+    The table registers itself, so this module never imports the views.
+    """
+    _permissions.clear()
+    _permissions.update({**permissions, **JOB_PERMISSIONS})
+
+
+def action_permissions() -> Mapping[str, str]:
+    """Every action's permission, in the action table's order, then the jobs'."""
+    return MappingProxyType(_permissions)
+
+
+def operator_codenames() -> tuple[str, ...]:
+    """The codenames (without the app label) the "Ackboard operators" group holds."""
+    codes = {p.split(".", 1)[1] for p in action_permissions().values()}
+    return tuple(sorted(codes | {"view_queues"}))
+
+
+def __getattr__(name: str) -> Mapping[str, str]:
+    """``ACTION_PERMISSIONS``: ``action_permissions()``, for ``from … import``."""
+    if name == "ACTION_PERMISSIONS":
+        return action_permissions()
+    raise AttributeError(name)
+
 
 V = TypeVar("V", bound=Callable[..., HttpResponseBase])
 
 
 def action_permission(action: str) -> str:
     """The ``app_label.codename`` that ``action`` needs. Raises KeyError for unknown actions."""
-    return ACTION_PERMISSIONS[action]
+    return action_permissions()[action]
 
 
 def may_act(user: User | AnonymousUser, action: str) -> bool:
     """Whether ``user`` may run ``action``; False for unknown actions and anonymous users."""
-    permission = ACTION_PERMISSIONS.get(action)
+    permission = action_permissions().get(action)
     return bool(permission and user.is_authenticated and user.has_perm(permission))
 
 

@@ -1,15 +1,17 @@
 """The subcommand table of ``manage.py ackboard``: one row per subcommand.
 
-Owns ``Subcommand`` (its word, its help, its arguments and what it runs) and ``Options``.
-A row's ``steps`` turns the parsed command line into one thunk per answer (one per id
-for the entry actions), each calling ``dashboard.views.remote`` as the JSON API does;
-the command (``dashboard/management/commands/ackboard.py``) runs each, turns a Redis
-failure into an answer, and prints one line per answer with its exit status. Every
-subcommand gets ``--user`` (required) and ``--json`` from the command.
+Owns ``Subcommand`` (its word, its help, its arguments and what it runs), ``Options``,
+and ``action_subcommand``, which derives an action's row from its declaration
+(``Action.cli``, ``dashboard.views.action_cli``): the arguments it adds, the form fields
+they post, one answer per id given, the dry run unless ``--yes`` and the hint it prints.
+A row's ``steps`` turns the parsed command line into one thunk per answer, each calling
+``dashboard.views.remote`` as the JSON API does; the command
+(``dashboard/management/commands/ackboard.py``) runs each, turns a Redis failure into
+an answer, and prints one line per answer with its exit status. Every subcommand gets
+``--user`` (required) and ``--json`` from the command.
 
-It lives apart from the command so that the modules adding rows
-(``dashboard.management.group_admin`` for group administration) import it without importing the
-command. It never talks to Redis or SQL itself.
+It lives apart from the command so that the modules adding rows (``dashboard.redrive.cli``)
+import it without importing the command. It never talks to Redis or SQL itself.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import User
 
-from dashboard.views.remote import Answer
+from dashboard.views.action_cli import Cli
+from dashboard.views.action_table import Action
+from dashboard.views.admin_dry_runs import DRY_RUNS
+from dashboard.views.remote import Answer, action_answer
 
 #: The parsed command line (argparse's dest names: ``--resume-minutes`` is "resume_minutes").
 Options = dict[str, Any]
@@ -48,3 +54,66 @@ def single(run: Callable[[User, Options], Answer]) -> Callable[[User, Options], 
         return [lambda: run(user, options)]
 
     return steps
+
+
+def _arguments(cli: Cli) -> Callable[[ArgumentParser], None]:
+    def add(p: ArgumentParser) -> None:
+        groups: dict[str, Any] = {}
+        for arg in cli.args:
+            into: Any = p
+            if arg.exclusive:
+                if arg.exclusive not in groups:
+                    required = arg.exclusive == "required"
+                    groups[arg.exclusive] = p.add_mutually_exclusive_group(required=required)
+                into = groups[arg.exclusive]
+            into.add_argument(*arg.flags, **arg.kwargs)
+
+    return add
+
+
+def _answer(row: Action, cli: Cli, user: User, options: Options, target_id: str) -> Answer:
+    """One answer: the fields the arguments post, then the action, or its dry run."""
+    confirmed = bool(options.get("yes"))
+    targets = {arg.target: options[arg.dest] for arg in cli.args if arg.target}
+    fields: dict[str, Any] = {}
+    for arg in cli.args:
+        if not arg.target and (confirmed or not arg.on_yes):
+            fields.update(arg.posts(options[arg.dest]))
+    if cli.typed_name:
+        fields["confirm_name"] = targets[cli.typed_name]
+    stream, group = targets["stream"], targets.get("group", "")
+    if row.name in DRY_RUNS and not confirmed:
+        status, payload = DRY_RUNS[row.name](
+            user=user, stream=stream, group=group, fields=fields, channel="cli"
+        )
+        answer = Answer(status, payload)
+    else:
+        answer = action_answer(
+            user=user,
+            action=row.name,
+            stream=stream,
+            group=group,
+            target_id=target_id,
+            fields=fields,
+            channel="cli",
+        )
+    if cli.hint is not None and answer.ok and answer.payload.get("dry_run"):
+        answer.payload["message"] += cli.hint(answer.payload, options)
+    return answer
+
+
+def action_subcommand(row: Action) -> Subcommand:
+    """The subcommand of an action that has one (``row.cli``): one answer per id given
+    (an entry's or a dead letter's), else one."""
+    cli = row.cli
+    assert cli is not None, row.name
+
+    aims = {arg.target: arg.dest for arg in cli.args if arg.target}
+
+    def steps(user: User, options: Options) -> list[Step]:
+        if "id" in aims:
+            return [partial(_answer, row, cli, user, options, i) for i in options[aims["id"]]]
+        consumer = options[aims["consumer"]] if "consumer" in aims else ""
+        return [partial(_answer, row, cli, user, options, consumer)]
+
+    return Subcommand(row.name, cli.help, _arguments(cli), steps)

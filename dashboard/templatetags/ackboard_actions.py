@@ -4,12 +4,14 @@
 ``dashboard.access.audit.audit_for_entry``); ``{% operator_consumer %}`` is Claim's default
 target; ``{% row_urls %}`` the pending table's URL prefixes; ``{% confirmdialog %}`` is
 the one confirm dialog; ``{% action_explain %}`` is
-what each action does, in one line, from ``EXPLAIN``, the one place that says it. Nothing
-here touches Redis or writes anything.
+what each action does, in one line, from its row of the action table (``Action.explain``),
+the one place that says it. Nothing here touches Redis or writes anything.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,76 +66,24 @@ def row_urls(stream: str, group: str) -> RowUrls:
     return RowUrls(entry=entry[: -len(entry_tail)], action=action[: -len(action_tail)])
 
 
-#: What each action does, in one line: next to its button, in its dialog or its confirm
-#: question. Written here only, so the pages and the dialogs never disagree. Placeholders:
-#: {group} and, for Retry, {retry_idle} (ACKBOARD_RETRY_IDLE_MS, in seconds).
-EXPLAIN: dict[str, str] = {
-    "retry": (
-        "Retry makes it due at the next reclaim sweep of a {group} worker: its idle time "
-        "becomes {retry_idle}, so a worker whose --min-idle-ms is no longer takes it over. "
-        "Same id, this group only."
-    ),
-    "retry-due": (
-        "Already due: it has been idle longer than the {retry_idle} Retry gives, so the "
-        "next reclaim sweep of a {group} worker takes it anyway. Retry changes nothing "
-        "you can see."
-    ),
-    "claim": (
-        "Claim hands it to the consumer you name only until it has been idle for the "
-        "workers' --min-idle-ms; then a worker's reclaim sweep takes it back. It counts "
-        "as one delivery toward --max-deliveries."
-    ),
-    "dead-letter": (
-        "Dead-letter moves it, with where it came from, to the dead-letter stream and "
-        "acknowledges it in {group}; Replay there puts it back."
-    ),
-    "acknowledge": (
-        "Acknowledge discards it in {group} without running it; other groups keep their "
-        "copy. It cannot be undone."
-    ),
-    "replay": (
-        "Replay adds it to the stream again, with a new id, for {group} only (workers of "
-        "other groups acknowledge it without running it), and removes it from the dead "
-        "letters."
-    ),
-    "delete": "Delete removes this dead letter for good; nothing is replayed.",
-    "purge": (
-        "Purge deletes every dead letter of this stream for good, and nothing at all if "
-        "anything was dead-lettered since this page loaded."
-    ),
-    "create-group": (
-        "Create group makes a consumer group on this stream; its workers get the entries "
-        "after the position chosen (the start: all of them; the end: only new ones)."
-    ),
-    "delete-group": (
-        "Delete group destroys {group}, its consumers and its pending entries (which are "
-        "never run); the stream's entries and other groups are untouched. It cannot be undone."
-    ),
-    "reset-position": (
-        "Reset position moves where {group} reads from: entries after it are delivered (again), "
-        "entries before it are skipped. The audit row keeps the position before, to undo it."
-    ),
-    "trim": (
-        "Trim deletes the stream's entries older than the id or time given, for every group; "
-        "never what a group still needs (pending or not delivered yet) unless forced."
-    ),
-    "pause": (
-        "Pause makes every Ackboard worker of {group} stop reading and sweeping within a "
-        "second; each finishes what it holds and confirms in its heartbeat. Consumers that "
-        "are not Ackboard workers cannot be paused. New entries wait in the stream."
-    ),
-    "resume": "Resume lets the workers of {group} read again within a second.",
-    "retire": (
-        "Retire hands the consumer's pending entries to another consumer (they keep their "
-        "idle time) or makes them due for the workers' next reclaim sweep, then deletes the "
-        "consumer. A consumer with a live heartbeat, or one that still holds entries, is "
-        "never deleted."
-    ),
-    "retire-idle": (
-        "Retire idle consumers deletes consumers of {group} idle at least that long that "
-        "hold nothing and have no live heartbeat, each checked again as it is deleted."
-    ),
-}
+@functools.cache
+def explanations() -> Mapping[str, str]:
+    """What each action does, in one line: next to its button, in its dialog or its
+    confirm question. Each row of the action table declares its own (``Action.explain``),
+    so the pages and the dialogs never disagree; "retry-due" is Retry's for a row already
+    due. Placeholders: {group} and, for Retry, {retry_idle} (ACKBOARD_RETRY_IDLE_MS, in
+    seconds). Built once, on first use: the action table imports the views."""
+    from dashboard.views.actions import ACTIONS  # here: loading the tags never loads views
+    from dashboard.views.entry_actions import RETRY_DUE
+
+    return {**{name: row.explain for name, row in ACTIONS.items()}, "retry-due": RETRY_DUE}
+
+
+def __getattr__(name: str) -> Mapping[str, str]:
+    """``EXPLAIN``: ``explanations()``, for ``from … import``."""
+    if name == "EXPLAIN":
+        return explanations()
+    raise AttributeError(name)
 
 
 @register.simple_tag
@@ -147,7 +97,7 @@ def action_explain(action: str, row: Any = None, group: str = "") -> str:
     retry_idle_ms = int(settings.ACKBOARD_RETRY_IDLE_MS)
     key = "retry-due" if action == "retry" and retry_due(row) else action
     group = group or str(getattr(row, "group", "") or "its group")
-    return EXPLAIN[key].format(group=group, retry_idle=_seconds(retry_idle_ms))
+    return explanations()[key].format(group=group, retry_idle=_seconds(retry_idle_ms))
 
 
 @register.simple_tag

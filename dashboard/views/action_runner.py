@@ -45,7 +45,7 @@ from dashboard.display.converters import name_problem
 from dashboard.views.forms import ActionForm
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.keys import CrossSlotName, stream_keys, stream_visible
-from queue_core.types import ActionRefused
+from queue_core.types import ActionRefused, PendingRow
 from queue_core.validation import entry_id_check
 
 #: Where the buttons were: a pending-table row, the entry page, a DLQ row, the DLQ page.
@@ -77,6 +77,9 @@ class ActionResult:
     redirect: str = ""
     #: Extra state the service reported, merged into the audit row's state before.
     reported: dict[str, Any] = field(default_factory=dict)
+    #: The entry's pending row after the action, built from the state read before and
+    #: what the service reported (Retry, Claim): the pending table swaps it in unread.
+    pending_row: PendingRow | None = None
 
 
 @dataclass

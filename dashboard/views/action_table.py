@@ -1,25 +1,29 @@
 """The row type of the action table, shared by every module that adds rows to it.
 
 Owns ``Action`` (one row of ``dashboard.views.actions.ACTIONS``), ``Call`` (what a row's
-``run`` and ``before`` get) and ``KINDS``, what a row may act on. It lives apart from the
-views so that the modules holding rows (``dashboard.views.fleet_actions``,
+``run`` and ``before`` get), ``KINDS``, what a row may act on, and ``target_request``,
+how a "group", "consumer" or "stream" row parses its request (the action views and the
+group-administration dry runs share it). It lives apart from the views so that the
+modules holding rows (``dashboard.views.entry_actions``, ``dashboard.views.fleet_actions``,
 ``dashboard.views.admin_actions``) import it without importing the views: no cycle,
 and adding an action is one row in one module, whose tuple ``ROWS`` ``actions.py``
 merges into ``ACTIONS``.
 
-Pure Python: it never touches Redis, SQL or a request.
+It never touches Redis or SQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.access.permissions import action_permission
-from dashboard.views.action_runner import ActionRequest, ActionResult
+from dashboard.views.action_cli import Cli
+from dashboard.views.action_runner import ActionRequest, ActionResult, action_request
 from dashboard.views.forms import ActionForm, Target, TargetForm
+from dashboard.views.htmx import HtmxHttpRequest
 from queue_core.connection import Client
+from queue_core.types import PendingEntry
 
 #: What a row acts on, which picks its route, its audit fields and its state-before read
 #: (``actions._prepare``):
@@ -38,14 +42,16 @@ TARGET_KINDS = ("group", "consumer", "stream")
 @dataclass(frozen=True)
 class Call:
     """What a row's ``run`` (and ``before``) gets: the request, its form's cleaned values,
-    the operator, Redis, and the target: the entry or dead letter id, or the consumer's
-    name for a "consumer" row ("" for the others)."""
+    the operator, Redis, the target: the entry or dead letter id, or the consumer's
+    name for a "consumer" row ("" for the others), and for a "pending" row the entry as
+    the state read found it (``seen``, read once per action; None for other kinds)."""
 
     req: ActionRequest
     data: Mapping[str, Any]
     operator: str
     client: Client
     target: str = ""
+    seen: PendingEntry | None = None
 
     @property
     def entry_id(self) -> str:
@@ -58,10 +64,11 @@ class Call:
 
 @dataclass(frozen=True)
 class Action:
-    """One operator action: a row of ``ACTIONS``."""
+    """One operator action: a row of ``ACTIONS``, the one declaration everything else
+    about it is derived from (its route, permission check, audit row, explanation, CLI
+    subcommand and API action)."""
 
-    #: The URL slug, the key of its permission (``dashboard.access.permissions``), the audit
-    #: row's action, the CLI subcommand and the API's action.
+    #: The URL slug, the audit row's action, the CLI subcommand and the API's action.
     name: str
     #: What it acts on: one of ``KINDS``.
     on: str
@@ -75,6 +82,16 @@ class Action:
     #: ``operator`` is "". It may raise ``BadRequest`` (400/404) or ``ActionRefused``
     #: (409): the attempt is then refused and audited, nothing called.
     before: Callable[[Call], dict[str, Any]] | None = None
+    #: The ``app_label.codename`` it needs (``dashboard.access.permissions`` maps every
+    #: action to it). A new codename is also declared on ``AuditEvent.Meta.permissions``
+    #: with its migration; several actions may share one.
+    permission: str = field(kw_only=True)
+    #: What it does, in one line, next to its button, in its dialog or its confirm
+    #: question (``{% action_explain %}``). Placeholders: {group}, {retry_idle}.
+    explain: str = field(kw_only=True)
+    #: Its subcommand of ``manage.py ackboard`` (None: none). Every row is an API action
+    #: (``/api/v1/actions/<name>``), whose body names the target its kind needs.
+    cli: Cli | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.on not in KINDS:
@@ -82,12 +99,42 @@ class Action:
         if self.on in TARGET_KINDS and not issubclass(self.form, TargetForm):
             raise TypeError(f"action {self.name!r}: a {self.on!r} row's form is a TargetForm")
 
-    @property
-    def permission(self) -> str:
-        return action_permission(self.name)
-
     def make_form(self, data: Mapping[str, Any], target: Target) -> ActionForm:
         """The row's form over ``data``; a ``TargetForm`` is told its target."""
         if issubclass(self.form, TargetForm):
             return self.form(data, target=target)
         return self.form(data)
+
+
+def target_request(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    group: str,
+    consumer: str,
+    channel: str,
+) -> tuple[ActionForm, ActionRequest, Target]:
+    """A "group", "consumer" or "stream" row's form over ``data``, its audit fields and
+    its target. The audit row names the stream and (but for a stream's action) the group;
+    a consumer's name is in its state before. Its answer reloads the page: ``place`` is
+    the kind, never a table row."""
+    target = Target(
+        stream=stream,
+        group=group if row.on != "stream" else "",
+        consumer=consumer if row.on == "consumer" else "",
+    )
+    form = row.make_form(data, target)
+    req = action_request(
+        request,
+        form,
+        action=row.name,
+        stream=stream,
+        group=target.group,
+        ids=[],
+        default_place=row.on,
+        channel=channel,
+    )
+    req.place = row.on
+    return form, req, target

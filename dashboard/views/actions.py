@@ -4,25 +4,28 @@ Owns ``ACTIONS``, one row per action on one pending entry (Retry, Claim, Dead-le
 Acknowledge), on one dead-lettered entry (Replay, Delete), on a whole dead-letter
 stream (Purge), on a consumer group (Pause, Resume, Retire idle consumers, Delete group,
 Reset position), on one consumer (Retire) or on a stream (Create group, Trim). A row
-(``dashboard.views.action_table.Action``) names the action (its URL slug, its
-permission's key in ``dashboard.access.permissions`` and its audit name), what it acts on
-(``action_table.KINDS``), the form that parses its POST (``dashboard.views.forms``) and the
-one service call that does it, with the message it answers: a new action is one row,
-one service and one button. The fleet's rows live in ``dashboard.views.fleet_actions``
-and group administration's in ``dashboard.views.admin_actions`` (their ``ROWS``, merged
-here). The views look the row up and read the state before (``_prepare``, one branch
-per kind); ``dashboard.views.action_runner`` does the rest (permission, form, call,
-audit, answer), for bulk (``dashboard.views.bulk``) too. ``action_run`` is the same path
-without an HTML request: ``manage.py ackboard`` and the JSON API
-(``dashboard.views.api``) call it with the acting user and get the ``ActionResult`` a
-button would have answered with, audited the same way.
+(``dashboard.views.action_table.Action``) is the action's one declaration: its name (URL
+slug, audit name, CLI subcommand, API action), what it acts on (``action_table.KINDS``),
+the form that parses its POST, the one service call that does it with the message it
+answers, its permission (``dashboard.access.permissions`` derives its map from the rows),
+its explanation (``{% action_explain %}``) and its subcommand (``Action.cli``). The rows
+live in ``dashboard.views.entry_actions`` (entries and dead letters),
+``dashboard.views.fleet_actions`` (the fleet) and ``dashboard.views.admin_actions``
+(group administration): their ``ROWS``, merged here. The views look the row up and read
+the state before (``_prepare``, one branch per kind); ``dashboard.views.action_runner``
+does the rest (permission, form, call, audit, answer), for bulk (``dashboard.views.bulk``)
+too. ``action_run`` is the same path without an HTML request: ``manage.py ackboard`` and
+the JSON API (``dashboard.views.api``) call it with the acting user and get the
+``ActionResult`` a button would have answered with, audited the same way.
 
 It never writes to Redis (the services in ``queue_core`` do, atomically) and reads it
 only through ``queue_core.selectors``: the state before is one round trip (the entry's
 XPENDING and XRANGE, the dead letter's XRANGE, a group's XPENDING summary, or a
 consumer's group header), plus what a row's ``before`` reads, for the audit row and to
-tell an unknown target (404) from one that changed (409). A Retry or Claim from a
-pending-table row costs one more round trip and one SQL query, to re-render the row.
+tell an unknown target (404) from one that changed (409). A pending entry is read once
+per action: the call gets what the read found (``Call.seen``: a terminal's Claim takes
+its guard from it), and a Retry or Claim from a pending-table row re-renders the row
+from it and what the service reported, for one SQL query and no further round trip.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -40,10 +42,11 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from dashboard.access import permissions
 from dashboard.display.converters import name_problem
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
-from dashboard.views import admin_actions, fleet_actions
+from dashboard.views import admin_actions, entry_actions, fleet_actions
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -59,152 +62,26 @@ from dashboard.views.action_runner import (
     respond,
     run,
 )
-from dashboard.views.action_table import TARGET_KINDS, Action, Call
-from dashboard.views.forms import (
-    MAX_CONSUMER_LENGTH,
-    AcknowledgeForm,
-    ActionForm,
-    ClaimForm,
-    DeadLetterForm,
-    PurgeForm,
-    Target,
-)
+from dashboard.views.action_table import TARGET_KINDS, Action, Call, target_request
+from dashboard.views.forms import MAX_CONSUMER_LENGTH, ActionForm, PurgeForm, Target
 from dashboard.views.group_page import PendingFilters, pending_rows_view
 from dashboard.views.htmx import HtmxHttpRequest
-from queue_core import selectors, services
-from queue_core.types import PendingPage
-
-# --- the actions: one service call each -------------------------------------------------
-
-
-def _retry(call: Call) -> ActionResult:
-    retried = services.entry_retry(
-        client=call.client,
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-        idle_ms=settings.ACKBOARD_RETRY_IDLE_MS,
-    )
-    return ActionResult(
-        "ok",
-        f"Entry {call.entry_id} will be redelivered to a worker of {call.req.group} on its "
-        "next reclaim sweep.",
-        reported={"idle_after_ms": retried.idle_ms},
-    )
-
-
-def _claim(call: Call) -> ActionResult:
-    claimed = services.entry_claim(
-        client=call.client,
-        consumer=call.data["consumer"],
-        seen_idle_ms=call.data["seen_idle_ms"],
-        seen_deliveries=call.data["seen_deliveries"],
-        seen_consumer=call.data["seen_consumer"] or None,
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-    )
-    return ActionResult(
-        "ok",
-        f"Entry {call.entry_id} claimed by {claimed.consumer} (was {claimed.previous_consumer}).",
-        reported={"claimed_by": claimed.consumer},
-    )
-
-
-def _dead_letter(call: Call) -> ActionResult:
-    moved = services.entry_dead_letter(
-        client=call.client,
-        reason=call.req.reason or "dead-lettered by an operator",
-        operator=call.operator,
-        expected_consumer=call.data["seen_consumer"],
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-    )
-    if moved is None:
-        return ActionResult(
-            "refused",
-            f"Entry {call.entry_id} is no longer pending in {call.req.group}: someone "
-            "acknowledged or dead-lettered it first. Nothing was changed.",
-            status=409,
-        )
-    return ActionResult(
-        "ok",
-        f"Entry {call.entry_id} moved to the dead-letter stream as {moved.dlq_id}.",
-        new_ids=[moved.dlq_id],
-        removed=True,
-    )
-
-
-def _acknowledge(call: Call) -> ActionResult:
-    acked = services.entry_acknowledge(
-        client=call.client,
-        stream=call.req.stream,
-        group=call.req.group,
-        entry_id=call.entry_id,
-        reason=call.req.reason,
-    )
-    if not acked.was_pending:
-        return ActionResult(
-            "refused",
-            f"Entry {call.entry_id} is no longer pending in {call.req.group}. Nothing was changed.",
-            status=409,
-        )
-    return ActionResult("ok", f"Entry {call.entry_id} acknowledged (discarded).", removed=True)
-
-
-def _replay(call: Call) -> ActionResult:
-    dlq_id = call.entry_id
-    replayed = services.dlq_replay(client=call.client, stream=call.req.stream, dlq_id=dlq_id)
-    return ActionResult(
-        "ok",
-        f"Dead-letter entry {dlq_id} replayed to group {replayed.group} as {replayed.new_id}.",
-        new_ids=[replayed.new_id],
-        removed=True,
-        reported={"origin_group": replayed.group, "origin_id": replayed.origin_id},
-    )
-
-
-def _delete(call: Call) -> ActionResult:
-    dlq_id = call.entry_id
-    deleted = services.dlq_delete(client=call.client, stream=call.req.stream, dlq_id=dlq_id)
-    if not deleted.deleted:
-        return ActionResult(
-            "refused", f"Dead-letter entry {dlq_id} was already gone. Nothing was changed.", 409
-        )
-    return ActionResult("ok", f"Dead-letter entry {dlq_id} deleted.", removed=True)
-
-
-def _purge(call: Call) -> ActionResult:
-    purged = services.dlq_purge(
-        client=call.client,
-        stream=call.req.stream,
-        expected_length=call.data["expected_length"],
-        newest_id=call.data["newest_id"],
-    )
-    return ActionResult(
-        "ok",
-        f"Purged {purged.deleted} dead-letter entr{'y' if purged.deleted == 1 else 'ies'}.",
-        reported={"deleted": purged.deleted},
-    )
-
+from queue_core import selectors
+from queue_core.types import PendingEntry, PendingPage, PendingRow
 
 ACTIONS: Mapping[str, Action] = {
     row.name: row
     for row in (
-        Action("retry", "pending", ActionForm, _retry),
-        Action("claim", "pending", ClaimForm, _claim),
-        Action("dead-letter", "pending", DeadLetterForm, _dead_letter),
-        Action("acknowledge", "pending", AcknowledgeForm, _acknowledge),
-        Action("replay", "dead-letter", ActionForm, _replay),
-        Action("delete", "dead-letter", ActionForm, _delete),
-        Action("purge", "dead-letters", PurgeForm, _purge),
+        # Pending entries and dead letters: Retry, Claim, Dead-letter, Acknowledge,
+        # Replay, Delete, Purge.
+        *entry_actions.ROWS,
         # Fleet control: Pause, Resume, Retire, Retire idle consumers.
         *fleet_actions.ROWS,
         # Group administration: Create/Delete group, Reset position, Trim.
         *admin_actions.ROWS,
     )
 }
+permissions.actions_register({name: row.permission for name, row in ACTIONS.items()})
 
 
 def _action(name: str, on: str) -> Action:
@@ -220,11 +97,13 @@ def _attempt(
     form: ActionForm,
     req: ActionRequest,
     *,
-    state_before: Callable[[], dict[str, Any]],
+    state_before: StateRead,
     target: str = "",
+    fill: Fill | None = None,
 ) -> ActionResult:
     """One row's attempt: the permission, the state before, the form, the service.
-    ``target`` is what ``Call.target`` says (a consumer row's consumer)."""
+    ``target`` is what ``Call.target`` says (a consumer row's consumer); ``fill`` gives
+    the form fields the caller left blank from what the state read found (``action_run``)."""
     if not user.has_perm(row.permission):
         if row.on == "dead-letter":
             # The refusal's audit row names the group the dead letter belongs to (the
@@ -239,17 +118,39 @@ def _attempt(
             audit(user, req, outcome, {"consumer": target[:255]})
             return outcome
         return denied(user, req)
+    seen: list[PendingEntry | None] = [None]
+
+    def state() -> dict[str, Any]:
+        before, seen[0] = state_before()
+        return before
 
     def call() -> ActionResult:
-        data = form_data(form)
+        filled = form if fill is None else _filled(row, form, fill(seen[0]))
+        data = form_data(filled)
         operator = user.get_username()
-        on = Call(req=req, data=data, operator=operator, client=get_redis(), target=target)
+        on = Call(
+            req=req, data=data, operator=operator, client=get_redis(), target=target, seen=seen[0]
+        )
         return row.run(on)
 
-    return run(user, req, state_before=state_before, call=call)
+    return run(user, req, state_before=state, call=call)
 
 
-Prepared = tuple[ActionForm, ActionRequest, Callable[[], dict[str, Any]]]
+def _filled(row: Action, form: ActionForm, looked: Mapping[str, str]) -> ActionForm:
+    """A pending row's form again, with ``looked`` in the fields the caller left blank."""
+    if not looked:
+        return form
+    posted: Mapping[str, Any] = form.data
+    return row.form({**posted, **{k: v for k, v in looked.items() if not posted.get(k)}})
+
+
+#: A kind's state-before read: the state for the audit row, and what it found that the
+#: call and the answer reuse (a "pending" row's entry; None for the other kinds), so the
+#: entry is read once per action.
+StateRead = Callable[[], tuple[dict[str, Any], PendingEntry | None]]
+#: Form fields a caller left blank, from what the state read found (Claim's guard).
+Fill = Callable[[PendingEntry | None], Mapping[str, str]]
+Prepared = tuple[ActionForm, ActionRequest, StateRead]
 
 
 def _prepare(
@@ -262,7 +163,7 @@ def _prepare(
     target_id: str,
     channel: str = "button",
 ) -> Prepared:
-    """The row's form over ``data``, the audit fields and the state-before read.
+    """The row's form over ``data``, the audit fields and the state-before read, by kind.
 
     ``target_id`` is the pending entry's id, the dead letter's, or a "consumer" row's
     consumer; a dead letter's group is its origin's (read with its state), and Purge has
@@ -272,33 +173,35 @@ def _prepare(
         return _prepare_target(
             request, row, data, stream=stream, group=group, consumer=target_id, channel=channel
         )
-    if row.on == "pending":
-        form = row.form(data)
-        req = action_request(
-            request,
-            form,
-            action=row.name,
-            stream=stream,
-            group=group,
-            ids=[target_id[:64]],
-            default_place="row",
-            channel=channel,
-        )
+    if row.on == "dead-letters":
+        return _prepare_purge(request, row, data, stream=stream, channel=channel)
+    pending = row.on == "pending"
+    form = row.form(data)
+    req = action_request(
+        request,
+        form,
+        action=row.name,
+        stream=stream,
+        group=group if pending else "",
+        ids=[target_id[:64]],
+        default_place="row" if pending else "dlq-row",
+        home="group" if pending else "dlq",
+        channel=channel,
+    )
+    if pending:
         return form, req, lambda: _pending_state(stream, group, target_id)
-    if row.on == "dead-letter":
-        form = row.form(data)
-        req = action_request(
-            request,
-            form,
-            action=row.name,
-            stream=stream,
-            group="",
-            ids=[target_id[:64]],
-            default_place="dlq-row",
-            home="dlq",
-            channel=channel,
-        )
-        return form, req, lambda: _dead_letter_state(req, target_id)
+    return form, req, lambda: (_dead_letter_state(req, target_id), None)
+
+
+def _prepare_purge(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    channel: str,
+) -> Prepared:
+    """Purge's form, audit fields and state: the dead-letter stream as the page saw it."""
     purge = PurgeForm(data, stream=stream)
     req = action_request(
         request,
@@ -312,10 +215,10 @@ def _prepare(
     )
     req.place = "dlq"  # the page reloads, wherever the form was
 
-    def state() -> dict[str, Any]:
+    def state() -> tuple[dict[str, Any], None]:
         check_stream(stream)
         checked = form_data(purge)
-        return {"length": checked["expected_length"], "newest_id": checked["newest_id"] or ""}
+        return {"length": checked["expected_length"], "newest_id": checked["newest_id"] or ""}, None
 
     return purge, req, state
 
@@ -383,34 +286,16 @@ def _prepare_target(
     consumer: str,
     channel: str,
 ) -> Prepared:
-    """A "group", "consumer" or "stream" row's form, audit fields and state read.
-
-    The audit row names the stream and (but for a stream's action) the group; a
-    consumer's name is in its state before. Its answer reloads the page (``place`` is the
-    kind, never a table row), and a plain POST without ``next`` returns to the group's
-    page, or the stream's.
-    """
-    target = Target(
-        stream=stream,
-        group=group if row.on != "stream" else "",
-        consumer=consumer if row.on == "consumer" else "",
+    """A "group", "consumer" or "stream" row's form, audit fields and state read
+    (``action_table.target_request``). A plain POST without ``next`` returns to the
+    group's page, or the stream's."""
+    form, req, target = target_request(
+        request, row, data, stream=stream, group=group, consumer=consumer, channel=channel
     )
-    form = row.make_form(data, target)
-    req = action_request(
-        request,
-        form,
-        action=row.name,
-        stream=stream,
-        group=target.group,
-        ids=[],
-        default_place=row.on,
-        channel=channel,
-    )
-    req.place = row.on
     if request is not None and not req.next_url and row.on == "stream":
         with contextlib.suppress(NoReverseMatch):
             req.next_url = reverse("dashboard:stream-detail", args=[stream])
-    return form, req, lambda: _target_state(row, form, req, target)
+    return form, req, lambda: (_target_state(row, form, req, target), None)
 
 
 def action_run(
@@ -422,15 +307,19 @@ def action_run(
     target_id: str = "",
     data: Mapping[str, Any],
     channel: str,
+    fill: Fill | None = None,
 ) -> tuple[ActionRequest, ActionResult]:
     """Run one action of ``ACTIONS`` as ``user``, without an HTML request.
 
     The CLI's and the API's way in: the same permission, form (``data`` holds what the
     button posts), state read, guard, service call and audit row (naming ``channel``)
     as the button's. ``target_id`` is the entry's or dead letter's id, or a consumer
-    row's consumer ("" for a group's or a stream's row). Returns the audit fields (a
-    dead letter's group filled in) and the outcome; an unknown action is a 404
-    outcome, not audited, as the route's 404 is. A Redis error is audited as "error" and re-raised.
+    row's consumer ("" for a group's or a stream's row). ``fill`` gives a pending row's
+    fields that ``data`` left blank from the entry its state read found, as a page shows
+    it before its button posts (a terminal's Claim takes its guard from it). Returns the
+    audit fields (a dead letter's group filled in) and the outcome; an unknown action is
+    a 404 outcome, not audited, as the route's 404 is. A Redis error is audited as
+    "error" and re-raised.
     """
     row = ACTIONS.get(action)
     if row is None:
@@ -441,24 +330,20 @@ def action_run(
     form, req, state = _prepare(
         None, row, data, stream=stream, group=group, target_id=target_id, channel=channel
     )
-    return req, _attempt(user, row, form, req, state_before=state, target=target_id)
+    outcome = _attempt(user, row, form, req, state_before=state, target=target_id, fill=fill)
+    return req, outcome
 
 
-def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | None:
-    """The pending-table row of ``req.ids[0]`` as the group page renders it, and its DOM id.
+def _row_html(request: HttpRequest, req: ActionRequest, row: PendingRow) -> tuple[str, str]:
+    """The pending-table row ``row`` (the entry after the action, as its service reported
+    it) as the group page renders it, and its DOM id.
 
     Renders the page's own ``pending-table`` partial with this one row, so the swapped row
     and a reloaded page never differ; the response's HX-Reselect picks the row out. One
-    round trip (``selectors.pending_entry_fetch``) and one SQL query. None when the entry
-    is no longer pending (then the page reloads instead).
+    SQL query (its last failure), no Redis read: the state read before the action gave
+    the payload, and the service the owner, idle time and deliveries after.
     """
-    entry_id = req.ids[0]
-    found = selectors.pending_entry_fetch(
-        client=get_redis(), stream=req.stream, group=req.group, entry_id=entry_id
-    )
-    if found is None or found.row is None:
-        return None
-    failures = last_failures(stream=req.stream, group=req.group, entry_ids=[entry_id])
+    failures = last_failures(stream=req.stream, group=req.group, entry_ids=[row.id])
     page = PendingPage(
         rows=(), start=None, next_start=None, scanned=1, scanned_to=None, budget_hit=False
     )
@@ -466,21 +351,24 @@ def _row_html(request: HttpRequest, req: ActionRequest) -> tuple[str, str] | Non
         "stream": req.stream,
         "group": req.group,
         # The group page's own row view: a swapped row and a reloaded page never differ.
-        "rows": pending_rows_view((found.row,), failures),
+        "rows": pending_rows_view((row,), failures),
         "page": page,
         "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
         "snapshot_id": "",
     }
     html = render_to_string("dashboard/group.html#pending-table", context, request=request)
-    return html, f"pending-{entry_id}"
+    return html, f"pending-{row.id}"
 
 
 # --- views ----------------------------------------------------------------------------
 
 
-def _pending_state(stream: str, group: str, entry_id: str) -> dict[str, Any]:
-    """The entry as its group sees it, for the audit row: 404 for an unknown group, and
-    for an entry neither pending there nor in the stream."""
+def _pending_state(
+    stream: str, group: str, entry_id: str
+) -> tuple[dict[str, Any], PendingEntry | None]:
+    """The entry as its group sees it (``selectors.pending_entry_fetch``, one round trip),
+    for the audit row, and the entry itself, for the call and the answer: 404 for an
+    unknown group, and for an entry neither pending there nor in the stream."""
     check_stream(stream)
     check_group(group)
     check_id(entry_id)
@@ -492,14 +380,15 @@ def _pending_state(stream: str, group: str, entry_id: str) -> dict[str, Any]:
     if found.row is None:
         if not found.in_stream:
             raise BadRequest(f"no entry {entry_id} in stream {stream!r}", status=404)
-        return {"pending": False}
+        return {"pending": False}, found
     row = found.row
-    return {
+    state = {
         "pending": True,
         "consumer": row.consumer,
         "idle_ms": row.idle_ms,
         "deliveries": row.deliveries,
     }
+    return state, found
 
 
 @require_POST
@@ -516,7 +405,10 @@ def entry_action(
     outcome = _attempt(request.user, row, form, req, state_before=state)
     # A row that stays in the pending table is re-rendered; the entry page reloads.
     stays = outcome.result == "ok" and not outcome.removed and req.place not in ("entry", "dlq")
-    return respond(request, req, outcome, row_html=_row_html(request, req) if stays else None)
+    after = outcome.pending_row if stays else None
+    return respond(
+        request, req, outcome, row_html=_row_html(request, req, after) if after else None
+    )
 
 
 def _dead_letter_state(req: ActionRequest, dlq_id: str) -> dict[str, Any]:

@@ -2,15 +2,11 @@
 
 Owns four rows of the action table (``ROWS``, merged into
 ``dashboard.views.actions.ACTIONS``: a permission, a form from ``dashboard.views.admin_forms``,
-the state before, one ``queue_core.admin`` call and its message each) and the dry runs
-of the two that touch many entries, Reset position and Trim. A dry run is its own route
-(``PATTERNS``: ``reset-preview``, ``trim-preview``) for the pages, and ``DRY_RUNS`` for
-``manage.py ackboard`` and the JSON API: it checks the permission (a denial is audited, as
-every refused attempt is), reads the preview (``admin.position_preview``,
-``admin.trim_preview``) and answers a card with the Confirm form, changing and auditing
-nothing else, as the bulk bar's dry run does. The confirmed actions go through the
-table's own routes (``dashboard:group-action``, ``dashboard:stream-action``) and runner:
-one AuditEvent row per attempt.
+the state before, one ``queue_core.admin`` call and its message each), the words and
+reads they share with the dry runs of Reset position and Trim
+(``dashboard.views.admin_dry_runs``), and the group page's Undo. The confirmed actions go
+through the table's own routes (``dashboard:group-action``, ``dashboard:stream-action``)
+and runner: one AuditEvent row per attempt.
 
 A reset's audit row keeps the position before (``before_id``, ``before_entries_read``)
 and how to undo it (a reset back to that id): ``last_reset`` reads it for the group
@@ -18,74 +14,49 @@ page's Undo, which opens the dry run of that reset.
 
 It never writes to Redis itself (``queue_core.admin`` does, atomically, and publishes
 the change on the events channel so open pages update) and reads it only through
-``queue_core.admin``'s previews and ``queue_core.selectors``. Costs: a dry run is one
-preview (XINFO, a walk of at most ``admin.COUNT_BUDGET`` entries); a confirmed trim also
-reads its preview for the audit row (a reset's service previews by itself). Delete group
-answers with a redirect to the stream's page (``ActionResult.redirect``): its own is gone.
+``queue_core.admin``'s previews and ``queue_core.selectors``. Costs: a confirmed trim
+reads its preview for the audit row (XINFO, a walk of at most ``admin.COUNT_BUDGET``
+entries; a reset's service previews by itself). Delete group answers with a redirect to
+the stream's page (``ActionResult.redirect``): its own is gone.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.db.models import Field
-from django.http import HttpResponse
-from django.shortcuts import render
-from django.template.loader import render_to_string
-from django.urls import NoReverseMatch, URLPattern, URLResolver, path, reverse
-from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
-from django_htmx.http import reswap, retarget
+from django.urls import NoReverseMatch, reverse
 
 from dashboard.models import AuditEvent
 from dashboard.runtime.connection import get_redis
-from dashboard.views.action_runner import (
-    ActionRequest,
-    ActionResult,
-    BadRequest,
-    Operator,
-    action_request,
-    check_group,
-    check_stream,
-    denied,
-    fallback_url,
-    form_data,
-    respond,
-)
+from dashboard.views.action_cli import GROUP, STREAM, Arg, Cli, Options, reason, yes
+from dashboard.views.action_runner import ActionResult, BadRequest
 from dashboard.views.action_table import Action, Call
 from dashboard.views.admin_forms import (
     CreateGroupForm,
     DeleteGroupForm,
-    PositionForm,
     ResetPositionForm,
     TrimForm,
 )
-from dashboard.views.forms import ActionForm, Target
-from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import admin, selectors
-from queue_core.keys import CrossSlotName
-from queue_core.types import ActionRefused
-
-T = TypeVar("T")
 
 # --- words ----------------------------------------------------------------------------
 
 
-def _entries(n: int, exact: bool = True) -> str:
+def entries_words(n: int, exact: bool = True) -> str:
     """ "3 entries", "1 entry", or "more than 10000 entries" (a count cut at its budget)."""
     if not exact:
         return f"more than {n - 1} entries"
     return f"{n} entr{'y' if n == 1 else 'ies'}"
 
 
-def _read(entries_read: int | None) -> str:
+def read_words(entries_read: int | None) -> str:
     return "" if entries_read is None else f" (entries read {entries_read})"
 
 
@@ -100,9 +71,9 @@ def _position_words(position: admin.Position) -> str:
 def reset_effect(diff: admin.PositionDiff) -> str:
     """What a reset does to the entries between the two positions, in one phrase."""
     if diff.redeliver:
-        return f"{_entries(diff.redeliver, diff.exact)} would be delivered again"
+        return f"{entries_words(diff.redeliver, diff.exact)} would be delivered again"
     if diff.skip:
-        return f"{_entries(diff.skip, diff.exact)} would be skipped (never delivered)"
+        return f"{entries_words(diff.skip, diff.exact)} would be skipped (never delivered)"
     return "no entry would be delivered again or skipped"
 
 
@@ -119,7 +90,7 @@ def reset_refusal(diff: admin.PositionDiff) -> str:
     return ""
 
 
-def _seen_within_ms() -> int:
+def seen_within_ms() -> int:
     """Consumers without a heartbeat count as live when seen within this: the stuck
     threshold the health badges use (``ACKBOARD_STUCK_AFTER_MS``)."""
     return int(settings.ACKBOARD_STUCK_AFTER_MS)
@@ -140,23 +111,23 @@ def _stream_exists(stream: str) -> None:
         raise BadRequest(f"no stream {stream!r}", 404)
 
 
-def _reset_preview(stream: str, group: str, data: Mapping[str, Any]) -> admin.PositionDiff:
+def reset_diff(stream: str, group: str, data: Mapping[str, Any]) -> admin.PositionDiff:
     _group_exists(stream, group)
     return admin.position_preview(
         client=get_redis(),
         stream=stream,
         group=group,
         position=data["parsed"],
-        seen_within_ms=_seen_within_ms(),
+        seen_within_ms=seen_within_ms(),
     )
 
 
-def _trim_preview(stream: str, data: Mapping[str, Any]) -> admin.TrimPlan:
+def trim_plan(stream: str, data: Mapping[str, Any]) -> admin.TrimPlan:
     _stream_exists(stream)
     return admin.trim_preview(client=get_redis(), stream=stream, minid=data["minid"])
 
 
-def _plan_state(plan: admin.TrimPlan) -> dict[str, Any]:
+def plan_state(plan: admin.TrimPlan) -> dict[str, Any]:
     return {
         "minid": plan.minid,
         "would_delete": plan.would_delete,
@@ -168,7 +139,7 @@ def _plan_state(plan: admin.TrimPlan) -> dict[str, Any]:
     }
 
 
-def _diff_state(diff: admin.PositionDiff) -> dict[str, Any]:
+def diff_state(diff: admin.PositionDiff) -> dict[str, Any]:
     return {
         "before_id": diff.before_id,
         "before_entries_read": diff.before_entries_read,
@@ -235,7 +206,9 @@ def _delete_group(call: Call) -> ActionResult:
         acknowledge=bool(call.data["acknowledge"]),
     )
     dropped = deleted.pending_dropped
-    tail = f"; {_entries(dropped)} pending in it were dropped, as acknowledged" if dropped else ""
+    tail = (
+        f"; {entries_words(dropped)} pending in it were dropped, as acknowledged" if dropped else ""
+    )
     try:  # the group's page is gone: the answer goes to the stream's
         redirect = reverse("dashboard:stream-detail", args=[call.req.stream])
     except NoReverseMatch:
@@ -261,22 +234,22 @@ def _reset_position(call: Call) -> ActionResult:
         group=call.req.group,
         position=data["parsed"],
         expected_before_id=data["expected_before_id"],
-        seen_within_ms=_seen_within_ms(),
+        seen_within_ms=seen_within_ms(),
     )
     moved = (
-        f"{_entries(diff.redeliver, diff.exact)} will be delivered again"
+        f"{entries_words(diff.redeliver, diff.exact)} will be delivered again"
         if diff.redeliver
-        else f"{_entries(diff.skip, diff.exact)} were skipped"
+        else f"{entries_words(diff.skip, diff.exact)} were skipped"
         if diff.skip
         else "no entry was delivered again or skipped"
     )
     return ActionResult(
         "ok",
         f"Position of {call.req.group} reset from {diff.before_id}"
-        f"{_read(diff.before_entries_read)} to {diff.after_id}"
-        f"{_read(diff.after_entries_read)}: {moved}. To undo, reset it to {diff.before_id}.",
+        f"{read_words(diff.before_entries_read)} to {diff.after_id}"
+        f"{read_words(diff.after_entries_read)}: {moved}. To undo, reset it to {diff.before_id}.",
         # The position before is the audit row's: the reset can be undone from it.
-        reported={**_diff_state(diff), "lag": diff.lag, "undo_position": diff.before_id},
+        reported={**diff_state(diff), "lag": diff.lag, "undo_position": diff.before_id},
     )
 
 
@@ -284,7 +257,7 @@ def _trim_before(call: Call) -> dict[str, Any]:
     """The dry run's figures at the time of the confirm, for the audit row."""
     if "minid" not in call.data:
         return {}
-    return _plan_state(_trim_preview(call.req.stream, call.data))
+    return plan_state(trim_plan(call.req.stream, call.data))
 
 
 def _trim(call: Call) -> ActionResult:
@@ -297,265 +270,151 @@ def _trim(call: Call) -> ActionResult:
     forced = " (forced past the floor)" if data["force"] else ""
     return ActionResult(
         "ok",
-        f"Trimmed {_entries(trimmed.deleted)} older than {data['minid']} from "
+        f"Trimmed {entries_words(trimmed.deleted)} older than {data['minid']} from "
         f"{call.req.stream}{forced}.",
         reported={"deleted": trimmed.deleted, "force": bool(data["force"])},
     )
 
 
-ROWS: tuple[Action, ...] = (
-    Action("create-group", "stream", CreateGroupForm, _create_group, before=_create_before),
-    Action("delete-group", "group", DeleteGroupForm, _delete_group),
-    Action("reset-position", "group", ResetPositionForm, _reset_position),
-    Action("trim", "stream", TrimForm, _trim, before=_trim_before),
+# --- their command lines ------------------------------------------------------------------
+
+POSITION_HELP = (
+    "start, end, an id (1700000000000-0), a time in UTC (2026-12-01T10:00:00Z) or a time "
+    "before now (-15m)"
 )
-_ROW = {row.name: row for row in ROWS}
 
 
-# --- dry runs ---------------------------------------------------------------------------
-
-
-def _dry_run(
-    user: Operator,
-    row: Action,
-    form: ActionForm,
-    req: ActionRequest,
-    read: Callable[[Mapping[str, Any]], T],
-) -> tuple[ActionResult | None, T | None]:
-    """The permission (a denial is audited), the names, the form, then ``read``: its
-    result, or the refusal. Nothing is changed and nothing else is audited. A Redis error
-    propagates (503 for a page, exit status 5 or a 503 for the CLI and the API)."""
-    if not user.has_perm(row.permission):
-        return denied(user, req), None
-    try:
-        check_stream(req.stream)
-        if row.on == "group":
-            check_group(req.group)
-        return None, read(form_data(form))
-    except BadRequest as exc:
-        return ActionResult("refused", str(exc), status=exc.status), None
-    except (ActionRefused, CrossSlotName) as exc:
-        return ActionResult("refused", str(exc), status=409), None
-    except ValueError as exc:
-        return ActionResult("refused", str(exc), status=400), None
-
-
-def _prepare(
-    request: HtmxHttpRequest | None,
-    name: str,
-    data: Mapping[str, Any],
-    *,
-    stream: str,
-    group: str,
-    channel: str,
-) -> tuple[Action, ActionForm, ActionRequest]:
-    row = _ROW[name]
-    target = Target(stream=stream, group=group if row.on == "group" else "")
-    form = row.make_form(data, target)
-    req = action_request(
-        request,
-        form,
-        action=row.name,
-        stream=stream,
-        group=target.group,
-        ids=[],
-        default_place=row.on,
-        channel=channel,
+def _reset_hint(payload: Mapping[str, Any], options: Options) -> str:
+    return (
+        f" To act, run: reset-position {options['stream']} {options['group']} "
+        f"{payload['position']} --yes --expected-before-id {payload['expected_before_id']}"
     )
-    req.place = row.on
-    return row, form, req
 
 
-def reset_dry_run(
-    *,
-    user: Operator,
-    stream: str,
-    group: str,
-    fields: Mapping[str, Any],
-    channel: str,
-    request: HtmxHttpRequest | None = None,
-) -> tuple[ActionRequest, ActionResult | None, admin.PositionDiff | None, PositionForm]:
-    """Reset position's dry run as ``user``: the diff, or the refusal."""
-    row, form, req = _prepare(
-        request, "reset-position", fields, stream=stream, group=group, channel=channel
-    )
-    outcome, diff = _dry_run(user, row, form, req, lambda d: _reset_preview(stream, group, d))
-    assert isinstance(form, PositionForm)
-    return req, outcome, diff, form
+def _trim_hint(payload: Mapping[str, Any], options: Options) -> str:
+    force = " --force" if payload["past_floor"] else ""
+    return f" To act, run: trim {options['stream']} {payload['minid']} --yes{force}"
 
 
-def trim_dry_run(
-    *,
-    user: Operator,
-    stream: str,
-    fields: Mapping[str, Any],
-    channel: str,
-    request: HtmxHttpRequest | None = None,
-) -> tuple[ActionRequest, ActionResult | None, admin.TrimPlan | None]:
-    """Trim's dry run as ``user``: the plan (count, floor), or the refusal."""
-    row, form, req = _prepare(request, "trim", fields, stream=stream, group="", channel=channel)
-    outcome, plan = _dry_run(user, row, form, req, lambda d: _trim_preview(stream, d))
-    return req, outcome, plan
+def _acknowledged(n: str) -> Mapping[str, str]:
+    """``--acknowledge N``: the count the operator acknowledges, ticked (none: 0)."""
+    return {"expected_pending": n or "0", "acknowledge": "1" if n else ""}
 
 
-def reset_message(group: str, diff: admin.PositionDiff) -> str:
-    """The dry run of a reset in one line (the CLI's and the API's message)."""
-    message = (
-        f"Dry run: resetting {group} from {diff.before_id}{_read(diff.before_entries_read)} "
-        f"to {diff.after_id}{_read(diff.after_entries_read)}: {reset_effect(diff)}."
-    )
-    refusal = reset_refusal(diff)
-    if refusal:
-        message += " " + refusal
-    return message + " Nothing was changed."
-
-
-def trim_message(stream: str, plan: admin.TrimPlan) -> str:
-    message = (
-        f"Dry run: trimming {stream} to MINID {plan.minid} would delete "
-        f"{_entries(plan.would_delete, plan.exact)}. {trim_floor_words(plan)}"
-    )
-    if plan.past_floor:
-        message += " This MINID is past the floor: only a forced trim goes there."
-    return message + " Nothing was changed."
-
-
-def _refused(status: int, message: str) -> tuple[int, dict[str, Any]]:
-    result = "error" if status >= 500 else "refused"
-    return status, {"ok": False, "result": result, "message": message}
-
-
-def _reset_answer(
-    *, user: Operator, stream: str, group: str, fields: Mapping[str, Any], channel: str
-) -> tuple[int, dict[str, Any]]:
-    req, outcome, diff, _ = reset_dry_run(
-        user=user, stream=stream, group=group, fields=fields, channel=channel
-    )
-    if outcome is not None or diff is None:
-        return _refused(outcome.status if outcome else 400, outcome.message if outcome else "")
-    payload = {
-        "ok": True,
-        "dry_run": True,
-        "action": req.action,
-        "stream": stream,
-        "group": group,
-        **_diff_state(diff),
-        # What the confirmation posts: the previewed position, as a concrete id.
-        "position": diff.after_id,
-        "expected_before_id": diff.before_id,
-        "would_refuse": reset_refusal(diff),
-        "message": reset_message(group, diff),
-    }
-    return 200, payload
-
-
-def _trim_answer(
-    *, user: Operator, stream: str, group: str, fields: Mapping[str, Any], channel: str
-) -> tuple[int, dict[str, Any]]:
-    req, outcome, plan = trim_dry_run(user=user, stream=stream, fields=fields, channel=channel)
-    if outcome is not None or plan is None:
-        return _refused(outcome.status if outcome else 400, outcome.message if outcome else "")
-    payload = {
-        "ok": True,
-        "dry_run": True,
-        "action": req.action,
-        "stream": stream,
-        **_plan_state(plan),
-        "message": trim_message(stream, plan),
-    }
-    return 200, payload
-
-
-#: The dry runs of the CLI and the API, by action: called when ``confirm`` is not "1",
-#: as ``DRY_RUNS[action](user=, stream=, group=, fields=, channel=)``, they answer
-#: (HTTP status, JSON payload with ``"dry_run": True`` and a one-line ``message``).
-DRY_RUNS: Mapping[str, Callable[..., tuple[int, dict[str, Any]]]] = {
-    "reset-position": _reset_answer,
-    "trim": _trim_answer,
-}
-
-
-# --- the dry-run views ------------------------------------------------------------------
-
-
-def _card(
-    request: HtmxHttpRequest,
-    req: ActionRequest,
-    partial: str,
-    context: dict[str, Any],
-) -> HttpResponse:
-    """A dry run's card: swapped into its placeholder for htmx, a page of its own without."""
-    context = {**context, "req": req, "stream": req.stream, "group": req.group}
-    if not request.htmx:
-        context["back"] = req.next_url or fallback_url(req)
-        context["partial"] = partial
-        return render(request, "dashboard/admin_dry_run.html", context)
-    html = render_to_string(f"dashboard/_admin.html#{partial}", context, request=request)
-    return reswap(retarget(HttpResponse(html), f"#{partial}"), "outerHTML")
-
-
-@require_POST
-@never_cache
-@login_required
-def reset_preview(request: HtmxHttpRequest, stream: str, group: str) -> HttpResponse:
-    """Reset position's dry run: how many entries would be delivered again or skipped,
-    the position before and after, and a Confirm carrying the position it showed."""
-    req, outcome, diff, form = reset_dry_run(
-        user=request.user,
-        stream=stream,
-        group=group,
-        fields=request.POST,
-        channel="button",
-        request=request,
-    )
-    if outcome is not None or diff is None:
-        return respond(request, req, outcome or ActionResult("refused", "Nothing was done.", 400))
-    context = {
-        "diff": diff,
-        "effect": reset_effect(diff),
-        "would_refuse": reset_refusal(diff),
-        "before_read": diff.before_entries_read,
-        "kind": form.cleaned_data.get("position", ""),
-    }
-    return _card(request, req, "reset-result", context)
-
-
-@require_POST
-@never_cache
-@login_required
-def trim_preview(request: HtmxHttpRequest, stream: str) -> HttpResponse:
-    """Trim's dry run: how many entries MINID would delete, and the floor."""
-    req, outcome, plan = trim_dry_run(
-        user=request.user, stream=stream, fields=request.POST, channel="button", request=request
-    )
-    if outcome is not None or plan is None:
-        return respond(request, req, outcome or ActionResult("refused", "Nothing was done.", 400))
-    context = {
-        "plan": plan,
-        "count": _entries(plan.would_delete, plan.exact),
-        "floor": trim_floor_words(plan),
-    }
-    return _card(request, req, "trim-result", context)
-
-
-def _patterns() -> list[URLPattern | URLResolver]:
-    return [
-        path(
-            "streams/<name:stream>/groups/<name:group>/preview/reset-position/",
-            reset_preview,
-            name="reset-preview",
+_CREATE_CLI = Cli(
+    "create a consumer group",
+    (
+        STREAM,
+        Arg(("group",), {"help": "The new group's name."}, field="name"),
+        Arg(
+            ("--position",),
+            {"default": "end", "help": f"Where it starts: {POSITION_HELP}."},
+            field="position",
         ),
-        path("streams/<name:stream>/preview/trim/", trim_preview, name="trim-preview"),
-    ]
+        reason("Audited."),
+    ),
+)
+_DELETE_CLI = Cli(
+    "delete a consumer group (refused while entries are pending unless acknowledged)",
+    (
+        STREAM,
+        GROUP,
+        Arg(
+            ("--acknowledge",),
+            {
+                "default": "",
+                "metavar": "N",
+                "help": "Drop its N pending entries (N as you saw it; needs --reason).",
+            },
+            fields=_acknowledged,
+        ),
+        reason("Audited."),
+    ),
+    typed_name="group",
+)
+_RESET_CLI = Cli(
+    "reset a group's position (dry run unless --yes)",
+    (
+        STREAM,
+        GROUP,
+        Arg(("position",), {"help": POSITION_HELP}, field="position"),
+        yes("Reset, as the dry run showed it."),
+        Arg(
+            ("--expected-before-id",),
+            {"default": "", "help": "The position before the dry run printed."},
+            field="expected_before_id",
+            on_yes=True,
+        ),
+        reason("Audited."),
+    ),
+    hint=_reset_hint,
+)
+_TRIM_CLI = Cli(
+    "trim a stream to MINID (dry run unless --yes)",
+    (
+        STREAM,
+        Arg(
+            ("minid",),
+            {"help": "Delete entries older than this id, or this time in UTC."},
+            field="minid",
+        ),
+        yes("Trim, as the dry run showed it."),
+        Arg(
+            ("--force",),
+            {"action": "store_true", "help": "Even past the floor (entries a group needs)."},
+            field="force",
+            tick=True,
+            on_yes=True,
+        ),
+        reason("Audited."),
+    ),
+    typed_name="stream",
+    hint=_trim_hint,
+)
 
-
-def __getattr__(name: str) -> list[URLPattern | URLResolver]:
-    """``PATTERNS``, the dry runs' routes, built when ``dashboard/urls.py`` reads them:
-    ``path()`` checks its converters when built, and ``urls.py`` registers ``name``
-    after importing the views (which import this module)."""
-    if name == "PATTERNS":
-        return _patterns()
-    raise AttributeError(name)
+#: Administering a group (create, delete, reset its position) is one permission, and
+#: trimming a stream another.
+ROWS: tuple[Action, ...] = (
+    Action(
+        "create-group", "stream", CreateGroupForm, _create_group, before=_create_before,
+        permission="dashboard.administer_group",
+        explain=(
+            "Create group makes a consumer group on this stream; its workers get the entries "
+            "after the position chosen (the start: all of them; the end: only new ones)."
+        ),
+        cli=_CREATE_CLI,
+    ),
+    Action(
+        "delete-group", "group", DeleteGroupForm, _delete_group,
+        permission="dashboard.administer_group",
+        explain=(
+            "Delete group destroys {group}, its consumers and its pending entries (which are "
+            "never run); the stream's entries and other groups are untouched. It cannot be "
+            "undone."
+        ),
+        cli=_DELETE_CLI,
+    ),
+    Action(
+        "reset-position", "group", ResetPositionForm, _reset_position,
+        permission="dashboard.administer_group",
+        explain=(
+            "Reset position moves where {group} reads from: entries after it are delivered "
+            "(again), entries before it are skipped. The audit row keeps the position before, "
+            "to undo it."
+        ),
+        cli=_RESET_CLI,
+    ),
+    Action(
+        "trim", "stream", TrimForm, _trim, before=_trim_before,
+        permission="dashboard.trim_stream",
+        explain=(
+            "Trim deletes the stream's entries older than the id or time given, for every "
+            "group; never what a group still needs (pending or not delivered yet) unless "
+            "forced."
+        ),
+        cli=_TRIM_CLI,
+    ),
+)  # fmt: skip
 
 
 # --- the group page's Undo --------------------------------------------------------------

@@ -34,7 +34,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.access.api_tokens import token_authenticate
-from dashboard.access.permissions import ACTION_PERMISSIONS, may_act
+from dashboard.access.permissions import action_permissions, may_act
 from dashboard.runtime.middleware import redis_problem
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
@@ -231,7 +231,7 @@ def api_bulk(request: HttpRequest, action: str, *, user: User) -> Answer:
 @api_view("GET")
 def api_whoami(request: HttpRequest, *, user: User) -> Answer:
     """Whose the token is and which actions they may run: a script's first check."""
-    allowed = [name for name in ACTION_PERMISSIONS if may_act(user, name)]
+    allowed = [name for name in action_permissions() if may_act(user, name)]
     message = f"{user.get_username()} may " + (", ".join(allowed) or "run no action")
     return Answer(
         200, {"ok": True, "user": user.get_username(), "actions": allowed, "message": message}

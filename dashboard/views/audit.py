@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.audit import AuditFilter, audit_list
-from dashboard.access.permissions import ACTION_PERMISSIONS, queues_view_required
+from dashboard.access.permissions import action_permissions, queues_view_required
 from dashboard.models import AuditEvent
 
 PAGE_SIZE = 50
@@ -49,7 +49,7 @@ def _filters(request: HttpRequest) -> AuditFilter:
 
 
 def _action_choices() -> list[str]:
-    singles = list(ACTION_PERMISSIONS)
+    singles = list(action_permissions())
     bulk = [f"bulk-{a}" for a in ("retry", "dead-letter", "acknowledge")]
     redrive = [f"redrive-{a}" for a in ("pause", "resume", "continue", "stop", "cancel")]
     others = ["edit-replay", "redrive", *redrive, "redrive-finished"]

@@ -27,7 +27,9 @@ retire script's runs; the dry run is XINFO CONSUMERS and one HGETALL.
 
 from __future__ import annotations
 
+import shlex
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -41,6 +43,7 @@ from django.views.decorators.http import require_GET
 from dashboard.access.permissions import may_act
 from dashboard.insight.fleet import pause_state, utc_text
 from dashboard.runtime.connection import get_redis
+from dashboard.views.action_cli import GROUP, STREAM, Arg, Cli, Options, option, reason, yes
 from dashboard.views.action_runner import (
     ActionResult,
     BadRequest,
@@ -202,12 +205,100 @@ def _retire_idle(call: Call) -> ActionResult:
     return ActionResult("ok", message, reported=reported)
 
 
-ROWS: tuple[Action, ...] = (
-    Action("pause", "group", PauseForm, _pause, before=_pause_before),
-    Action("resume", "group", ResumeForm, _resume, before=_pause_before),
-    Action("retire", "consumer", RetireForm, _retire),
-    Action("retire-idle", "group", RetireIdleForm, _retire_idle),
+def _retire_idle_hint(payload: Mapping[str, Any], options: Options) -> str:
+    if not payload["names"]:
+        return ""
+    names = " ".join(shlex.quote(n) for n in payload["names"])
+    return f" To act, run again with --yes --idle {shlex.quote(payload['idle'])} --names {names}."
+
+
+_PAUSE_CLI = Cli(
+    "pause a consumer group (reason required)",
+    (
+        STREAM,
+        GROUP,
+        reason("Why (required; workers and pages show it)."),
+        option("--resume-minutes", "Resume by itself after N minutes.", exclusive="optional"),
+        option("--resume-at", "Resume by itself at this UTC time.", exclusive="optional"),
+    ),
 )
+_RETIRE_CLI = Cli(
+    "retire a consumer (--to CONSUMER or --reclaim)",
+    (
+        STREAM,
+        GROUP,
+        Arg(("consumer",), target="consumer"),
+        option("--to", "Hand its pending entries to this consumer.", exclusive="required"),
+        Arg(
+            ("--reclaim",),
+            {"action": "store_true", "help": "Make its pending entries due for reclaim."},
+            fields=lambda on: {"mode": "reclaim" if on else "move"},
+            exclusive="required",
+        ),
+        reason(),
+    ),
+)
+_RETIRE_IDLE_CLI = Cli(
+    "retire idle consumers that hold nothing (dry run unless --yes)",
+    (
+        STREAM,
+        GROUP,
+        Arg(
+            ("--idle",),
+            {"required": True, "help": "Idle at least this long: 90s, 30m, 2h, 1d."},
+            field="idle",
+        ),
+        yes("Retire the consumers named by --names."),
+        Arg(
+            ("--names",),
+            {"nargs": "+", "default": [], "metavar": "CONSUMER", "help": "As the dry run printed."},
+            fields=lambda names: {"names": list(names)},
+        ),
+        reason(),
+    ),
+    hint=_retire_idle_hint,
+)
+
+#: The fleet controls share one permission per kind of power: pausing a group, retiring
+#: consumers.
+ROWS: tuple[Action, ...] = (
+    Action(
+        "pause", "group", PauseForm, _pause, before=_pause_before,
+        permission="dashboard.pause_group",
+        explain=(
+            "Pause makes every Ackboard worker of {group} stop reading and sweeping within a "
+            "second; each finishes what it holds and confirms in its heartbeat. Consumers that "
+            "are not Ackboard workers cannot be paused. New entries wait in the stream."
+        ),
+        cli=_PAUSE_CLI,
+    ),
+    Action(
+        "resume", "group", ResumeForm, _resume, before=_pause_before,
+        permission="dashboard.pause_group",
+        explain="Resume lets the workers of {group} read again within a second.",
+        cli=Cli("resume a paused consumer group", (STREAM, GROUP, reason())),
+    ),
+    Action(
+        "retire", "consumer", RetireForm, _retire,
+        permission="dashboard.retire_consumer",
+        explain=(
+            "Retire hands the consumer's pending entries to another consumer (they keep their "
+            "idle time) or makes them due for the workers' next reclaim sweep, then deletes the "
+            "consumer. A consumer with a live heartbeat, or one that still holds entries, is "
+            "never deleted."
+        ),
+        cli=_RETIRE_CLI,
+    ),
+    Action(
+        "retire-idle", "group", RetireIdleForm, _retire_idle,
+        permission="dashboard.retire_consumer",
+        explain=(
+            "Retire idle consumers deletes consumers of {group} idle at least that long that "
+            "hold nothing and have no live heartbeat, each checked again as it is deleted."
+        ),
+        cli=_RETIRE_IDLE_CLI,
+    ),
+)  # fmt: skip
 
 
 # --- the dry run's page -------------------------------------------------------------------

@@ -11,7 +11,8 @@ module reads it first, through selectors, and only for a user who may run the ac
 - a bulk dry run without ``snapshot_id`` is scoped to the group's newest pending id
   (one XPENDING summary, O(1)), and says which, so the confirmation names it;
 - a Claim without ``seen_idle_ms`` takes the entry's owner, idle time and deliveries
-  as they are now (one round trip) as its compare-and-set guard;
+  as the action's own state read found them (no extra round trip) as its
+  compare-and-set guard;
 - a Purge without ``confirm`` is a dry run: the dead-letter stream's length and newest
   id (one round trip), which the confirmation must name.
 - a Retire idle consumers without ``confirm`` is a dry run: the consumers it would
@@ -39,18 +40,17 @@ from dashboard.views.action_runner import (
     BadRequest,
     Operator,
     check_group,
-    check_id,
     check_stream,
     form_data,
 )
 from dashboard.views.actions import action_run
-from dashboard.views.admin_actions import DRY_RUNS
+from dashboard.views.admin_dry_runs import DRY_RUNS
 from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
 from dashboard.views.fleet_actions import idle_dry_run
 from dashboard.views.forms import IdleDryRunForm, Target
 from queue_core import selectors
 from queue_core.results import BulkResult, BulkScope
-from queue_core.types import ActionRefused
+from queue_core.types import ActionRefused, PendingEntry
 
 #: What a remote request posts: the button's form fields (``ids`` is a list).
 Fields = Mapping[str, str | list[str]]
@@ -111,18 +111,10 @@ def _outcome_answer(req: ActionRequest, outcome: ActionResult) -> Answer:
 # --- one action -------------------------------------------------------------------------
 
 
-def _claim_seen(stream: str, group: str, entry_id: str) -> dict[str, str]:
-    """The entry's owner, idle time and deliveries now, as Claim's guard; {} when it
-    cannot be read (the action then answers why, as the button would)."""
-    try:
-        check_stream(stream)
-        check_group(group)
-        check_id(entry_id)
-    except BadRequest:
-        return {}
-    found = selectors.pending_entry_fetch(
-        client=get_redis(), stream=stream, group=group, entry_id=entry_id
-    )
+def _claim_seen(found: PendingEntry | None) -> dict[str, str]:
+    """The entry's owner, idle time and deliveries as the action's own state read found
+    them, as Claim's guard; {} when it is not pending (the action then answers why, as
+    the button would)."""
     if found is None or found.row is None:
         return {}
     row = found.row
@@ -219,9 +211,8 @@ def action_answer(
             user=user, stream=stream, group=group, fields=data, channel=channel
         )
         return Answer(status, payload)
-    if action == "claim" and not fields.get("seen_idle_ms") and may_act(user, action):
-        looked = _claim_seen(stream, group, target_id)
-        data.update({k: v for k, v in looked.items() if not data.get(k)})
+    # Claim without a guard takes it from the state read, after the permission check.
+    fill = _claim_seen if action == "claim" and not fields.get("seen_idle_ms") else None
     req, outcome = action_run(
         user=user,
         action=action,
@@ -230,6 +221,7 @@ def action_answer(
         target_id=target_id,
         data=data,
         channel=channel,
+        fill=fill,
     )
     return _outcome_answer(req, outcome)
 

@@ -28,7 +28,7 @@ from tests.dashboard.action_helpers import (
     last_audit,
     pending,
 )
-from tests.factories import add_entries, make_pending
+from tests.factories import CountingRedis, add_entries, make_pending
 from tests.redis_server import free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
@@ -502,6 +502,41 @@ class RowSwapTests:
         # now at least 60 s.
         [delivered] = re.findall(r'<span class="dur" data-since="(\d+)"', row)
         assert int(delivered) <= time.time() * 1000 - 59_000
+
+    @pytest.mark.parametrize(
+        ("action", "fields"),
+        [("retry", {}), ("claim", {"seen_idle_ms": "0", "consumer": "debugger"})],
+    )
+    def test_a_swapped_row_costs_the_state_read_and_the_service_only(
+        self,
+        r: redis.Redis,
+        redis_url: str,
+        stream: str,
+        make_client: MakeClient,
+        monkeypatch: pytest.MonkeyPatch,
+        action: str,
+        fields: dict[str, str],
+    ) -> None:
+        """The entry is read once (XPENDING and XRANGE, pipelined); the swapped row is
+        built from that read and what the service reported, not read again."""
+        first, entry_id = make_pending(r, stream, "g", "c1", 2)
+        client = make_client()
+        # The first call loads the script; the one counted runs it by its SHA.
+        client.post(entry_url(stream, first, action), {**fields, "place": "row"}, headers=HTMX)
+        counting = CountingRedis(connection_pool=redis.ConnectionPool.from_url(redis_url))
+        monkeypatch.setattr("dashboard.views.actions.get_redis", lambda: counting)
+        response = client.post(
+            entry_url(stream, entry_id, action), {**fields, "place": "row"}, headers=HTMX
+        )
+        assert response["HX-Reselect"] == f"#pending-{entry_id}"
+        # The state read, the service's script, and its PUBLISH for live pages.
+        assert counting.round_trips == 3
+        row = pending(r, stream, entry_id)
+        assert row is not None
+        body = response.content.decode()
+        cells = body.split(f'<tr id="pending-{entry_id}"', 1)[1].split("</tr>", 1)[0]
+        assert row["consumer"].decode() in cells and f">{row['times_delivered']}<" in cells
+        counting.close()
 
 
 class EntryAuditTests:

@@ -18,7 +18,7 @@ from dashboard.access.api_tokens import token_authenticate
 from dashboard.models import ApiToken, AuditEvent
 from queue_core.keys import stream_keys
 from tests.dashboard.remote_helpers import CASE_IDS, CASES, Case, World, audit_rows, state
-from tests.factories import make_pending
+from tests.factories import CountingRedis, make_pending
 from tests.redis_server import free_port
 
 pytestmark = pytest.mark.django_db
@@ -171,6 +171,25 @@ class CommandLineTests:
         assert code == 0 and "claimed by dbg (was c1)" in out
         event = AuditEvent.objects.order_by("-id")[0]
         assert event.state_before["consumer"] == "c1" and event.reason == ""
+
+    def test_claim_without_a_guard_reads_the_entry_once(
+        self, remote_world: World, olga: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The guard a terminal has not seen is the action's own state read: one read,
+        then the claim script and its PUBLISH."""
+        w = remote_world
+        # A refused claim loads the script; the one counted runs it by its SHA.
+        ackboard(
+            "claim", w.stream, "g", w.entry_id, "--user", "olga",
+            "--seen-consumer", "someone-else", "--seen-idle-ms", "0",
+        )  # fmt: skip
+        counting = CountingRedis(connection_pool=redis.ConnectionPool.from_url(redis_url))
+        monkeypatch.setattr("dashboard.views.actions.get_redis", lambda: counting)
+        monkeypatch.setattr("dashboard.views.remote.get_redis", lambda: counting)
+        code, out, _ = ackboard("claim", w.stream, "g", w.entry_id, "--user", "olga")
+        assert code == 0 and "claimed by" in out
+        assert counting.round_trips == 3
+        counting.close()
 
 
 class PurgeTests:

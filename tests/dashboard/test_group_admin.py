@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from dashboard.access.api_tokens import token_issue
 from dashboard.models import AuditEvent
-from dashboard.views.admin_actions import _entries
+from dashboard.views.admin_actions import entries_words as _entries
 from dashboard.views.admin_forms import trim_minid
 from queue_core.keys import stream_keys
 from tests.dashboard.action_helpers import HTMX, MakeClient, last_audit

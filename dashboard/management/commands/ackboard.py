@@ -9,8 +9,10 @@ it is still audited under their name. ``token issue|revoke|list``
 manages API tokens (``dashboard.access.api_tokens``).
 
 Each subcommand is a row of ``SUBCOMMANDS`` (``dashboard.management.table.Subcommand``: its
-word, help, arguments and steps); group administration's rows come from
-``dashboard.management.group_admin``. A new action's subcommand is one row.
+word, help, arguments and steps). An action's row is derived from its declaration
+(``Action.cli``: its arguments and the form fields they post,
+``dashboard.management.table.action_subcommand``), so a new action's subcommand is part
+of its declaration; bulk's and redrive's rows are their own.
 
 Output is one line per result (``--json``: one JSON object per line). Exit status:
 0 done (or a dry run), 1 refused or changed since (409), 2 bad input (400), 3 unknown
@@ -22,10 +24,7 @@ This module parses and prints; it never talks to Redis or writes audit rows itse
 from __future__ import annotations
 
 import json
-import shlex
 from argparse import ArgumentParser
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import redis
@@ -34,22 +33,18 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from dashboard.access.api_tokens import token_issue, token_revoke
-from dashboard.management import group_admin as admin_cli
 from dashboard.management import redrive as redrive_cli
-from dashboard.management.table import Options, Step, Subcommand, single
+from dashboard.management.table import Options, Step, Subcommand, action_subcommand, single
 from dashboard.models import ApiToken
 from dashboard.runtime.middleware import redis_problem
-from dashboard.views.remote import Answer, action_answer, bulk_answer, refusal
+from dashboard.views.actions import ACTIONS
+from dashboard.views.remote import Answer, bulk_answer, refusal
 from queue_core.errors import invalid_id
 
 #: The exit status for each answer's HTTP status.
 EXIT = {200: 0, 409: 1, 400: 2, 401: 3, 403: 3, 404: 4, 503: 5}
 DATABASE_EXIT = 6
 
-#: Actions on pending entries: STREAM GROUP ID [ID …].
-ENTRY_ACTIONS = ("retry", "claim", "dead-letter", "acknowledge")
-#: Actions on dead-lettered entries: STREAM DLQ_ID [DLQ_ID …].
-DEAD_LETTER_ACTIONS = ("replay", "delete")
 BULK_ACTIONS = ("retry", "dead-letter", "acknowledge")
 
 
@@ -58,74 +53,6 @@ def _exit(answer: Answer) -> int:
 
 
 # --- the subcommands --------------------------------------------------------------------
-
-
-def _entry_arguments(name: str) -> Callable[[ArgumentParser], None]:
-    def add(p: ArgumentParser) -> None:
-        p.add_argument("stream")
-        p.add_argument("group")
-        p.add_argument("ids", nargs="+", metavar="ID")
-        p.add_argument("--reason", default="", help="Audited; required to acknowledge.")
-        if name == "claim":
-            p.add_argument("--consumer", default="", help="The new owner.")
-            p.add_argument("--seen-idle-ms", default="", help="Guard (default: now).")
-            p.add_argument("--seen-deliveries", default="")
-        if name in ("claim", "dead-letter"):
-            p.add_argument("--seen-consumer", default="", help="The owner you expect.")
-
-    return add
-
-
-def _dead_letter_arguments(p: ArgumentParser) -> None:
-    p.add_argument("stream")
-    p.add_argument("ids", nargs="+", metavar="DLQ_ID")
-
-
-def _per_id(name: str) -> Callable[[User, Options], list[Step]]:
-    """One answer per id given (an entry's or a dead letter's)."""
-
-    def one(user: User, options: Options, target_id: str) -> Answer:
-        fields = {"reason": options.get("reason", "")}
-        for key in ("consumer", "seen_idle_ms", "seen_deliveries", "seen_consumer"):
-            if options.get(key):
-                fields[key] = options[key]
-        return action_answer(
-            user=user,
-            action=name,
-            stream=options["stream"],
-            group=options.get("group", ""),
-            target_id=target_id,
-            fields=fields,
-            channel="cli",
-        )
-
-    def steps(user: User, options: Options) -> list[Step]:
-        return [partial(one, user, options, target) for target in options["ids"]]
-
-    return steps
-
-
-def _purge_arguments(p: ArgumentParser) -> None:
-    p.add_argument("stream")
-    p.add_argument("--yes", action="store_true", help="Purge, as the dry run showed it.")
-    p.add_argument("--expected-length", default="", help="The length the dry run printed.")
-    p.add_argument("--newest-id", default="", help="The newest id the dry run printed.")
-
-
-def _purge(user: User, options: Options) -> Answer:
-    fields = {"confirm": "1" if options["yes"] else ""}
-    fields["expected_length"] = options["expected_length"]
-    fields["newest_id"] = options["newest_id"]
-    answer = action_answer(
-        user=user, action="purge", stream=options["stream"], fields=fields, channel="cli"
-    )
-    if answer.ok and answer.payload.get("dry_run"):
-        payload = answer.payload
-        hint = f" To act, run again with --yes --expected-length {payload['expected_length']}"
-        if payload["newest_id"]:
-            hint += f" --newest-id {payload['newest_id']}"
-        payload["message"] += hint + "."
-    return answer
 
 
 def _bulk_arguments(p: ArgumentParser) -> None:
@@ -180,148 +107,21 @@ def _bulk(user: User, options: Options) -> Answer:
     return answer
 
 
-def _group_arguments(p: ArgumentParser) -> None:
-    p.add_argument("stream")
-    p.add_argument("group")
+#: The actions' own subcommands, derived from their declarations (``Action.cli``).
+_ACTION_ROWS = [action_subcommand(row) for row in ACTIONS.values() if row.cli is not None]
+#: The kinds whose subcommands come before bulk's in the help.
+_BEFORE_BULK = ("pending", "dead-letter", "dead-letters")
 
-
-def _pause_arguments(p: ArgumentParser) -> None:
-    _group_arguments(p)
-    p.add_argument("--reason", default="", help="Why (required; workers and pages show it).")
-    when = p.add_mutually_exclusive_group()
-    when.add_argument("--resume-minutes", default="", help="Resume by itself after N minutes.")
-    when.add_argument("--resume-at", default="", help="Resume by itself at this UTC time.")
-
-
-def _pause(user: User, options: Options) -> Answer:
-    fields = {
-        "reason": options["reason"],
-        "resume_minutes": options["resume_minutes"],
-        "resume_at": options["resume_at"],
-    }
-    return action_answer(
-        user=user,
-        action="pause",
-        stream=options["stream"],
-        group=options["group"],
-        fields=fields,
-        channel="cli",
-    )
-
-
-def _resume_arguments(p: ArgumentParser) -> None:
-    _group_arguments(p)
-    p.add_argument("--reason", default="", help="Audited (optional).")
-
-
-def _resume(user: User, options: Options) -> Answer:
-    return action_answer(
-        user=user,
-        action="resume",
-        stream=options["stream"],
-        group=options["group"],
-        fields={"reason": options["reason"]},
-        channel="cli",
-    )
-
-
-def _retire_arguments(p: ArgumentParser) -> None:
-    _group_arguments(p)
-    p.add_argument("consumer")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--to", default="", help="Hand its pending entries to this consumer.")
-    where.add_argument(
-        "--reclaim", action="store_true", help="Make its pending entries due for reclaim."
-    )
-    p.add_argument("--reason", default="", help="Audited (optional).")
-
-
-def _retire(user: User, options: Options) -> Answer:
-    fields = {
-        "mode": "reclaim" if options["reclaim"] else "move",
-        "to": options["to"],
-        "reason": options["reason"],
-    }
-    return action_answer(
-        user=user,
-        action="retire",
-        stream=options["stream"],
-        group=options["group"],
-        target_id=options["consumer"],
-        fields=fields,
-        channel="cli",
-    )
-
-
-def _retire_idle_arguments(p: ArgumentParser) -> None:
-    _group_arguments(p)
-    p.add_argument("--idle", required=True, help="Idle at least this long: 90s, 30m, 2h, 1d.")
-    p.add_argument("--yes", action="store_true", help="Retire the consumers named by --names.")
-    p.add_argument(
-        "--names", nargs="+", default=[], metavar="CONSUMER", help="As the dry run printed."
-    )
-    p.add_argument("--reason", default="", help="Audited (optional).")
-
-
-def _retire_idle(user: User, options: Options) -> Answer:
-    fields: dict[str, str | list[str]] = {
-        "idle": options["idle"],
-        "confirm": "1" if options["yes"] else "",
-        "names": list(options["names"]),
-        "reason": options["reason"],
-    }
-    answer = action_answer(
-        user=user,
-        action="retire-idle",
-        stream=options["stream"],
-        group=options["group"],
-        fields=fields,
-        channel="cli",
-    )
-    payload = answer.payload
-    if answer.ok and payload.get("dry_run") and payload["names"]:
-        names = " ".join(shlex.quote(n) for n in payload["names"])
-        payload["message"] += (
-            f" To act, run again with --yes --idle {shlex.quote(payload['idle'])} --names {names}."
-        )
-    return answer
-
-
-#: Every subcommand but ``token``: the entry and dead-letter actions, purge, bulk, then
-#: the fleet's and group administration's (``dashboard.management.group_admin``).
+#: Every subcommand but ``token``: the actions on entries and dead letters, bulk, the
+#: other actions (the fleet's and group administration's), then redrive's.
 SUBCOMMANDS: tuple[Subcommand, ...] = (
-    *(
-        Subcommand(name, f"{name} pending entries", _entry_arguments(name), _per_id(name))
-        for name in ENTRY_ACTIONS
-    ),
-    *(
-        Subcommand(name, f"{name} dead-lettered entries", _dead_letter_arguments, _per_id(name))
-        for name in DEAD_LETTER_ACTIONS
-    ),
-    Subcommand(
-        "purge",
-        "empty a dead-letter stream (dry run unless --yes)",
-        _purge_arguments,
-        single(_purge),
-    ),  # fmt: skip
+    *(sub for sub in _ACTION_ROWS if ACTIONS[sub.name].on in _BEFORE_BULK),
     Subcommand(
         "bulk", "many pending entries (dry run unless --yes)", _bulk_arguments, single(_bulk)
     ),
-    # Fleet control.
-    Subcommand("pause", "pause a consumer group (reason required)", _pause_arguments,
-               single(_pause)),
-    Subcommand("resume", "resume a paused consumer group", _resume_arguments, single(_resume)),
-    Subcommand(
-        "retire", "retire a consumer (--to CONSUMER or --reclaim)", _retire_arguments,
-        single(_retire),
-    ),
-    Subcommand(
-        "retire-idle", "retire idle consumers that hold nothing (dry run unless --yes)",
-        _retire_idle_arguments, single(_retire_idle),
-    ),
-    *admin_cli.SUBCOMMANDS,
+    *(sub for sub in _ACTION_ROWS if ACTIONS[sub.name].on not in _BEFORE_BULK),
     *redrive_cli.SUBCOMMANDS,  # redrive dead letters
-)  # fmt: skip
+)
 
 
 class Command(BaseCommand):

@@ -50,7 +50,7 @@ def make_broker(redis_url: str, stream: str, handle: Any) -> tuple[RedisBroker, 
     broker.subscriber(stream=StreamSub(stream, group=GROUP, consumer="fs-new"))(handle)
     broker.subscriber(
         stream=StreamSub(
-            stream, group=GROUP, consumer="fs-retry", min_idle_time=150, polling_interval=20
+            stream, group=GROUP, consumer="fs-retry", min_idle_time=300, polling_interval=20
         )  # fmt: skip
     )(handle)
     return broker, ackboard

@@ -20,7 +20,8 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import redis
 from faststream.redis import RedisBroker, StreamSub
@@ -100,7 +101,7 @@ async def taskiq_case(url: str, n: int, *, ackboard: bool) -> float:
     return seconds
 
 
-Case = Callable[..., Awaitable[float]]
+Case = Callable[..., Coroutine[Any, Any, float]]
 
 
 def main() -> None:

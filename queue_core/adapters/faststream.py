@@ -4,7 +4,7 @@ Add it to a ``faststream.redis.RedisBroker`` and start and stop it with the app:
 
     broker = RedisBroker(url)
     ackboard = AckboardMiddleware(broker, max_deliveries=5)   # adds itself to the broker
-    app = FastStream(broker, after_startup=[ackboard.start], on_shutdown=[ackboard.stop])
+    app = FastStream(broker, after_startup=[ackboard.start], after_shutdown=[ackboard.stop])
 
 Then, for every subscriber on a stream with a consumer group
 (``@broker.subscriber(stream=StreamSub("orders", group="billing", consumer=name))``):

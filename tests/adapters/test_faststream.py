@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import redis
 from django.test import Client
+from faststream import FastStream
 from faststream.redis import RedisBroker, StreamSub
 
 from queue_core.adapters.faststream import AckboardMiddleware
@@ -76,9 +77,10 @@ class FastStreamAdapterTests:
 
         async def run() -> None:
             broker, ackboard = make_broker(redis_url, stream, charge)
-            async with broker:
-                await broker.start()
-                await ackboard.start()
+            # Wired as docs/adapters-faststream.md says.
+            app = FastStream(broker, after_startup=[ackboard.start],
+                             after_shutdown=[ackboard.stop])  # fmt: skip
+            async with app:
                 for order in orders:
                     await broker.publish({"order": order}, stream=stream)
                     ids[order] = r.xrevrange(stream, count=1)[0][0].decode()
@@ -90,7 +92,6 @@ class FastStreamAdapterTests:
                 await wait_for(lambda: not r.xpending(stream, GROUP)["pending"])
                 beats = heartbeats_read(client=r, stream=stream, group=GROUP)
                 assert {b.consumer for b in beats if b.live(now_ms())} == {"fs-new", "fs-retry"}
-                await ackboard.stop()
 
         asyncio.run(run())
         assert seen == {"ok-1": 1, "ok-2": 1, "ok-3": 1, "flaky": 2, "poison": MAX_DELIVERIES}

@@ -208,6 +208,15 @@ class Fleet:
         slot.running += 1
         return waited
 
+    async def resumed(self, stream: str, group: str) -> bool:
+        """Wait while ``group`` is paused, counting nothing (a reader that has taken no
+        message yet); whether it waited."""
+        state = self._groups.get((stream, group))
+        if state is None or state.open.is_set():
+            return False
+        await state.open.wait()
+        return True
+
     def withdraw(self, slot: Slot) -> None:
         """An admitted message that will not run after all (not held any more)."""
         slot.running -= 1

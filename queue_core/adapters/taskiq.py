@@ -176,11 +176,7 @@ class AckboardMiddleware(TaskiqMiddleware):
         broker: Any = self.broker
         waited = False
         for stream in self._streams():
-            slot = self.fleet.slots.get((stream, broker.consumer_group_name, broker.consumer_name))
-            if slot is not None and self.fleet.paused(stream, slot.group):
-                waited = True
-                await self.fleet.admit(slot)  # counts a running task: undone below
-                self.fleet.withdraw(slot)
+            waited = await self.fleet.resumed(stream, broker.consumer_group_name) or waited
         return waited
 
     def pre_execute(self, message: TaskiqMessage) -> TaskiqMessage:

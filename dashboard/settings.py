@@ -241,6 +241,66 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:overview"
 LOGOUT_REDIRECT_URL = "login"
 
+# Single sign-on through an OpenID Connect provider (docs/access.md), off unless
+# ACKBOARD_OIDC_ISSUER is set. The provider's endpoints come from its discovery document,
+# read at the first sign-in (dashboard.access.oidc), so a provider that is down stops
+# sign-ins, never the process. Local passwords stay on unless ACKBOARD_LOCAL_LOGIN=0.
+ACKBOARD_OIDC_ISSUER = os.environ.get("ACKBOARD_OIDC_ISSUER", "").strip()
+ACKBOARD_OIDC_ENABLED = bool(ACKBOARD_OIDC_ISSUER)
+ACKBOARD_LOCAL_LOGIN = _flag("ACKBOARD_LOCAL_LOGIN", True)
+#: What the login page's button says: "Log in with <name>".
+ACKBOARD_OIDC_PROVIDER_NAME = (
+    os.environ.get("ACKBOARD_OIDC_PROVIDER_NAME", "").strip() or "single sign-on"
+)
+#: The claim that names the user (its value is the Ackboard username, matched exactly).
+ACKBOARD_OIDC_USERNAME_CLAIM = os.environ.get("ACKBOARD_OIDC_USERNAME_CLAIM", "").strip() or "email"
+#: The claim that lists the user's groups (or roles: Entra ID's app roles are "roles").
+ACKBOARD_OIDC_GROUPS_CLAIM = os.environ.get("ACKBOARD_OIDC_GROUPS_CLAIM", "").strip() or "groups"
+ACKBOARD_OIDC_ROLES: dict[str, str] = {}
+if ACKBOARD_OIDC_ENABLED:
+    from dashboard.access import sso_config
+
+    for _name in ("ACKBOARD_OIDC_CLIENT_ID", "ACKBOARD_OIDC_CLIENT_SECRET", "ACKBOARD_OIDC_ROLES"):
+        if not os.environ.get(_name, "").strip():
+            raise ImproperlyConfigured(f"{_name} is required when ACKBOARD_OIDC_ISSUER is set")
+    if urlsplit(ACKBOARD_OIDC_ISSUER).scheme not in {"https", "http"}:
+        raise ImproperlyConfigured(
+            "ACKBOARD_OIDC_ISSUER must be a URL starting with https:// (or http://)"
+        )
+    #: Provider group -> Ackboard role (grant_role's names: operator, read-only).
+    ACKBOARD_OIDC_ROLES = sso_config.role_map_parse(os.environ["ACKBOARD_OIDC_ROLES"])
+    OIDC_RP_CLIENT_ID = os.environ["ACKBOARD_OIDC_CLIENT_ID"].strip()
+    OIDC_RP_CLIENT_SECRET = os.environ["ACKBOARD_OIDC_CLIENT_SECRET"].strip()
+    OIDC_RP_SIGN_ALGO = os.environ.get("ACKBOARD_OIDC_SIGN_ALGO", "").strip() or "RS256"
+    OIDC_RP_SCOPES = os.environ.get("ACKBOARD_OIDC_SCOPES", "").strip() or "openid email profile"
+    OIDC_USE_PKCE = True
+    OIDC_TIMEOUT = 10
+    OIDC_CALLBACK_CLASS = "dashboard.access.oidc.CallbackView"
+    OIDC_AUTHENTICATE_CLASS = "dashboard.access.oidc.AuthenticationRequestView"
+    #: Minutes a sign-on session is trusted before its roles are read again from the
+    #: provider (a silent round trip while the provider's own session lasts).
+    OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = round(
+        60 * _float("ACKBOARD_OIDC_RENEW_MINUTES", 15.0, minimum=0.05)
+    )
+    OIDC_EXEMPT_URLS = ["login", "logout", "/healthz", "/metrics"]
+    AUTHENTICATION_BACKENDS.append(sso_config.BACKEND)
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django_htmx.middleware.HtmxMiddleware") + 1,
+        sso_config.RENEWAL_MIDDLEWARE,
+    )
+    #: Refused SSO logins are counted per user (the name from the provider), as for a
+    #: wrong password; see dashboard.access.login_throttle.
+    AXES_USERNAME_CALLABLE = "dashboard.access.login_throttle.login_username"
+if not ACKBOARD_LOCAL_LOGIN:
+    if not ACKBOARD_OIDC_ENABLED:
+        raise ImproperlyConfigured(
+            "ACKBOARD_LOCAL_LOGIN=0 needs single sign-on (ACKBOARD_OIDC_ISSUER): "
+            "else nobody could log in"
+        )
+    # Without ModelBackend no password logs in anywhere (admin site included), and
+    # sessions that a password opened end at their next request.
+    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False

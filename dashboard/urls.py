@@ -1,11 +1,12 @@
 """URL routes. App routes live in the ``dashboard`` namespace (``dashboard:group-detail``)."""
 
+from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path, re_path, register_converter
 from django.views.generic import RedirectView
 
+from dashboard.access import oidc
 from dashboard.display import converters
 from dashboard.redrive import views as redrive_views
 from dashboard.views import actions as action_views
@@ -103,8 +104,11 @@ app_patterns: list[URLPattern | URLResolver] = [
 ]
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", oidc.LoginView.as_view(), name="login"),
     path("logout/", logout_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include((app_patterns, "dashboard"))),
 ]
+if settings.ACKBOARD_OIDC_ENABLED:
+    # Single sign-on: /oidc/authenticate/ (to the provider) and /oidc/callback/ (back).
+    urlpatterns.insert(1, path("oidc/", include("mozilla_django_oidc.urls")))

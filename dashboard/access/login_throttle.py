@@ -8,9 +8,12 @@ Costs nothing beyond reading two request headers.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
+
+from dashboard.access.sso_config import USERNAME_ATTR
 
 
 def client_ip(request: HttpRequest) -> str | None:
@@ -37,3 +40,21 @@ def client_ip(request: HttpRequest) -> str | None:
         return str(ipaddress.ip_address(candidate))
     except ValueError:
         return remote
+
+
+def login_username(request: HttpRequest, credentials: dict[str, Any] | None) -> str | None:
+    """The username a login attempt is counted under (``AXES_USERNAME_CALLABLE``, set
+    only when single sign-on is on).
+
+    For a password login, axes's own rule: the credentials' username field, else the
+    form's. For a single sign-on refused after the provider named the user (no mapped
+    role, say), that name (``dashboard.access.oidc`` leaves it on the request), so the
+    refusal is recorded like a wrong password. A sign-on refused before the provider
+    named anyone (a bad state or token) is not counted at all: counted under no name, it
+    would let anyone behind the same address lock every sign-on from there out.
+    """
+    field: str = getattr(settings, "AXES_USERNAME_FORM_FIELD", "username")
+    name = credentials.get(field) if credentials else request.POST.get(field)
+    if name is None:
+        name = getattr(request, USERNAME_ATTR, None)
+    return name

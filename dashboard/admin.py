@@ -1,10 +1,13 @@
-"""The Django admin's part of Ackboard: issuing and revoking API tokens.
+"""The Django admin's part of Ackboard: issuing and revoking API tokens, and the streams
+each role reaches.
 
-Owns ``ApiTokenAdmin``. Adding a token generates its secret (``dashboard.access.api_tokens``)
-and shows it once, on the page the add answers with: it is never stored, and never put
-in a message, which would keep it in a cookie or the session until shown. Revoking is an
-admin action (rows stay, for the record); a token's user and name cannot be edited after
-issue. Users, groups and permissions are Django's own admin pages. Never touches Redis.
+Owns ``ApiTokenAdmin`` and the group page's stream scopes (``StreamScopeInline``: a
+group's patterns, ``dashboard.access.scopes``; no rows means every stream). Adding a
+token generates its secret (``dashboard.access.api_tokens``) and shows it once, on the
+page the add answers with: it is never stored, and never put in a message, which would
+keep it in a cookie or the session until shown. Revoking is an admin action (rows stay,
+for the record); a token's user and name cannot be edited after issue. Users and
+permissions are Django's own admin pages. Never touches Redis.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
@@ -19,12 +24,14 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from dashboard.access.api_tokens import token_issue
-from dashboard.models import ApiToken
+from dashboard.models import ApiToken, StreamScope
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[ApiToken]
+    _ScopeInline = admin.TabularInline[StreamScope, Group]
 else:  # ModelAdmin is generic to django-stubs only, not at runtime
     _ModelAdmin = admin.ModelAdmin
+    _ScopeInline = admin.TabularInline
 
 
 #: What an issued token's page shows, all read-only (never the secret or its hash).
@@ -73,3 +80,18 @@ class ApiTokenAdmin(_ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
+
+
+class StreamScopeInline(_ScopeInline):
+    model = StreamScope
+    extra = 1
+    verbose_name = "stream this role reaches"
+    verbose_name_plural = "Streams this role reaches (none: every stream)"
+
+
+class ScopedGroupAdmin(GroupAdmin):
+    inlines = (StreamScopeInline,)
+
+
+admin.site.unregister(Group)
+admin.site.register(Group, ScopedGroupAdmin)

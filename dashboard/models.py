@@ -7,6 +7,7 @@ the failure index, which is an append-only log ingested from ``{S}:failures``.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -136,3 +137,37 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         state = " (revoked)" if self.revoked_at is not None else ""
         return f"{self.name} [{self.key_id}] of {self.user}{state}"
+
+
+def _pattern_valid(value: str) -> None:
+    from dashboard.access.scopes import pattern_check
+
+    try:
+        pattern_check(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+class StreamScope(models.Model):
+    """One stream pattern a role (a Django group) reaches (``dashboard.access.scopes``).
+
+    A group without scopes grants its permissions on every stream; with scopes, only on
+    the streams one of its patterns matches. Edited on the group's admin page.
+    """
+
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="stream_scopes")
+    pattern = models.CharField(
+        max_length=1024,
+        validators=[_pattern_valid],
+        help_text="Stream names this role reaches: * is any run of characters, ? one "
+        "character (orders:*, billing:invoices). Case-sensitive.",
+    )
+
+    class Meta:
+        ordering = ["group", "pattern"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "pattern"], name="stream_scope_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} on {self.pattern}"

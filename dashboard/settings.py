@@ -145,6 +145,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A role's stream patterns: a read of a stream it does not reach is a 404.
+    "dashboard.access.scopes.StreamScopeMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -169,7 +171,8 @@ TEMPLATES: list[dict[str, Any]] = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
+                # Django's auth processor, with a stream page's perms on that stream.
+                "dashboard.access.scopes.auth_context",
                 "django.contrib.messages.context_processors.messages",
             ],
             "builtins": _builtins,

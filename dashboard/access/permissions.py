@@ -22,6 +22,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase
 
+from dashboard.access import scopes
+
 #: Reading streams, groups, entries, failures and the audit trail.
 VIEW_QUEUES = "dashboard.view_queues"
 
@@ -84,10 +86,14 @@ def action_permission(action: str) -> str:
     return action_permissions()[action]
 
 
-def may_act(user: User | AnonymousUser, action: str) -> bool:
-    """Whether ``user`` may run ``action``; False for unknown actions and anonymous users."""
+def may_act(user: User | AnonymousUser, action: str, stream: str | None = None) -> bool:
+    """Whether ``user`` may run ``action`` on ``stream`` (on some stream when None: what a
+    check before the request's input is read asks); False for unknown actions and
+    anonymous users. A role's stream patterns decide the streams (``access.scopes``)."""
     permission = action_permissions().get(action)
-    return bool(permission and user.is_authenticated and user.has_perm(permission))
+    if not (permission and user.is_authenticated and user.has_perm(permission)):
+        return False
+    return stream is None or scopes.may(user, permission, stream)
 
 
 def queues_view_required(view: V) -> V:

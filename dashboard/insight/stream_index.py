@@ -46,6 +46,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 from redis.exceptions import RedisClusterException
 
+from dashboard.access.scopes import reach_filter
 from dashboard.runtime.connection import get_redis
 from queue_core.connection import Client
 from queue_core.stream_index import StreamIndex
@@ -387,10 +388,42 @@ def _ordered(index: StreamIndex, query: OverviewQuery) -> tuple[str, ...]:
     return names
 
 
-def overview_page(*, index: StreamIndex, query: OverviewQuery, size: int) -> OverviewPage:
+#: Views cut to a reach (``dashboard.access.scopes``), by view and reach: the names they
+#: were cut from (the same tuple while the view's order is cached) and what is left.
+_reached: OrderedDict[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
+
+
+def _reach_cut(
+    key: tuple[object, ...], names: tuple[str, ...], reach: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``names`` a user with ``reach`` may read. Cached while ``names`` is the same tuple:
+    at 10,000 streams the cut costs about a millisecond, paid once per index refresh."""
+    with _lock:
+        hit = _reached.get(key)
+        if hit is not None and hit[0] is names:
+            _reached.move_to_end(key)
+            return hit[1]
+    keep = reach_filter(reach)
+    kept = names if keep is None else tuple(n for n in names if keep(n))
+    with _lock:
+        _reached[key] = (names, kept)
+        while len(_reached) > ORDER_CACHE_SIZE:
+            _reached.popitem(last=False)
+    return kept
+
+
+def overview_page(
+    *, index: StreamIndex, query: OverviewQuery, size: int, reach: tuple[str, ...] | None = None
+) -> OverviewPage:
     """The names on the view's page (a page past the end shows the last one): no Redis,
-    O(page) once its view is cached (see ``_ordered``)."""
+    O(page) once its view is cached (see ``_ordered``). With ``reach``, only the streams
+    it lets the user read, counted and paged as if there were no others."""
     names = _ordered(index, query)
+    total = len(index.snapshot().names)
+    if reach is not None:
+        names = _reach_cut((id(index), query.q, query.sort, reach), names, reach)
+        every = index.snapshot().names
+        total = len(_reach_cut((id(index), "", "name", reach), every, reach))
     pages = max(1, -(-len(names) // size))
     page = min(query.page, pages)
     start = (page - 1) * size
@@ -399,6 +432,6 @@ def overview_page(*, index: StreamIndex, query: OverviewQuery, size: int) -> Ove
         page=page,
         pages=pages,
         matched=len(names),
-        total=len(index.snapshot().names),
+        total=total,
         size=size,
     )

@@ -20,10 +20,12 @@ user's rights).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from dashboard.access.scopes import VIEW_QUEUES, Access
 from dashboard.live.broadcaster import get_broadcaster
 from dashboard.live.outbox import Outbox
 from dashboard.live.registry import Perms, Surface, surface_from_route
@@ -36,12 +38,28 @@ CLOSE_NOT_FOUND = 4404
 NO_LAYER = "ackboard.live.no-layer"
 
 
+def surface_scoped(surface: Surface, grants: Perms) -> tuple[Surface, Perms] | None:
+    """The surface and permission set a socket with ``grants`` is rendered for: a stream's
+    surface with what reaches the stream (None if the user may not read it), a surface
+    listing every stream with the streams they may read (``reach``) and what is granted
+    everywhere."""
+    access = Access(grants)
+    if surface.stream:
+        perms = access.on(surface.stream)
+        return (surface, perms) if VIEW_QUEUES in perms else None
+    if not access.anywhere(VIEW_QUEUES):
+        return None
+    return replace(surface, reach=access.reach() or ()), access.unscoped() | {VIEW_QUEUES}
+
+
 class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is untyped
     """A socket on one live surface; its route says which kind (``as_asgi(kind=…)``)."""
 
     channel_layer_alias = NO_LAYER
     kind: str = ""
     attached: tuple[Surface, Perms] | None = None
+    #: The user's grants the socket was attached for (what the session watch compares).
+    grants: Perms | None = None
     session_key: str = ""
     user_id: Any = None
     outbox: Outbox | None = None
@@ -59,6 +77,8 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
         session_key = getattr(self.scope.get("session"), "session_key", None)
         if not isinstance(perms, int) and not session_key:
             perms = CLOSE_LOGIN  # no session to follow, so nothing could end this socket
+        if not isinstance(perms, int) and surface and surface_scoped(surface, perms) is None:
+            surface = None  # a stream no role of the user reaches: as if none existed
         if isinstance(perms, int) or surface is None:
             # Accept only to close with a reason: a refused handshake looks like a network
             # failure to the browser (1006), which the ws extension would retry forever.
@@ -95,13 +115,22 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
 
     # --- the surface's rendering --------------------------------------------------------
 
-    def _attach(self, surface: Surface, perms: Perms) -> None:
+    def _attach(self, surface: Surface, grants: Perms) -> bool:
+        """Attach to ``surface`` as the user's ``grants`` let them see it: a stream's
+        surface rendered with the permissions that reach the stream, the overview with the
+        streams they may read. False (nothing attached) if they may no longer read it."""
         assert self.outbox is not None
+        scoped = surface_scoped(surface, grants)
+        if scoped is None:
+            return False
+        self.grants = grants
+        surface, perms = scoped
         self.attached = (surface, perms)
         # The last rendered state, from memory, goes into the outbox at once: a
         # reconnecting tab catches up on what it missed without a Redis command. The first
         # socket of a surface gets a fresh render from the broadcaster instead.
         get_broadcaster().attach(surface, perms, self.outbox)
+        return True
 
     def _detach(self) -> None:
         attached, self.attached = self.attached, None
@@ -111,7 +140,7 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
     # --- the session's life (called by the SessionWatch) --------------------------------
 
     def current_perms(self) -> Perms | None:
-        return self.attached[1] if self.attached is not None else None
+        return self.grants if self.attached is not None else None
 
     async def session_ended(self, code: int) -> None:
         """Close the socket from the server side; no push is sent after this."""
@@ -126,7 +155,8 @@ class SurfaceConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
         if self.attached is not None and not self.ended:
             surface = self.attached[0]
             self._detach()
-            self._attach(surface, perms)
+            if not self._attach(replace(surface, reach=()), perms):
+                await self.session_ended(CLOSE_NOT_FOUND)
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is untyped

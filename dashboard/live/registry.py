@@ -47,6 +47,9 @@ class Surface:
     entry_id: str = ""
     #: The overview's view (name filter, sort, page) as its canonical query string.
     view: str = ""
+    #: A surface listing every stream: the patterns of the streams its sockets may read
+    #: (``dashboard.access.scopes``); () for every stream. Set by the socket, not the URL.
+    reach: tuple[str, ...] = ()
 
     @property
     def spec(self) -> SurfaceKind:
@@ -108,7 +111,7 @@ def overview_streams(surface: Surface) -> tuple[str, ...]:
     """The streams on an overview surface's page, from the process's stream index: no
     Redis, O(page) once the view's order is cached (``dashboard.insight.stream_index``)."""
     names: Callable[..., tuple[str, ...]] = import_string(_OVERVIEW + "overview_page_names")
-    return names(view=surface.view)
+    return names(view=surface.view, reach=surface.reach or None)
 
 
 def _overview_signature(surface: Surface, poll: Poll) -> Any:
@@ -270,7 +273,7 @@ def surface_from_route(kind: str, names: Mapping[str, str]) -> Surface | None:
         if value is None:
             return None
         values[param] = value
-    return Surface(kind, **values)
+    return Surface(kind, **values)  # type: ignore[arg-type]  # only the str fields
 
 
 # --- the page behind a surface ----------------------------------------------------------
@@ -290,4 +293,6 @@ def surface_context(*, surface: Surface, client: Client) -> dict[str, Any]:
     the pages module imports views machinery, so the registry does not import it itself.
     """
     context: Callable[..., dict[str, Any]] = import_string(surface.spec.context)
+    if surface.spec.every_stream:  # only the streams its sockets may read
+        return context(client=client, reach=surface.reach or None, **surface.params())
     return context(client=client, **surface.params())

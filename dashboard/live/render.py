@@ -9,40 +9,14 @@ in) and never sends. Cost: one template render per partial.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.context_processors import PermWrapper
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 
+from dashboard.access.scopes import PermsUser
 from dashboard.live.registry import Perms, Surface, surface_path
-
-
-class _PermsUser:
-    """Stands in for ``request.user`` when one rendering serves everyone with ``perms``."""
-
-    is_authenticated = True
-    is_anonymous = False
-    is_active = True
-    is_staff = False
-    is_superuser = False
-    pk = None
-
-    def __init__(self, perms: Perms) -> None:
-        self._perms = perms
-
-    def has_perm(self, perm: str, obj: object = None) -> bool:
-        return perm in self._perms
-
-    def has_perms(self, perm_list: Iterable[str], obj: object = None) -> bool:
-        return all(p in self._perms for p in perm_list)
-
-    def has_module_perms(self, app_label: str) -> bool:
-        return any(p.startswith(app_label + ".") for p in self._perms)
-
-    def get_username(self) -> str:
-        return ""
 
 
 def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -> dict[str, str]:
@@ -52,7 +26,7 @@ def surface_render(*, surface: Surface, context: dict[str, Any], perms: Perms) -
     none. ``request`` is a stand-in that only knows the page's path, for "next" links.
     """
     kind = surface.spec
-    user = _PermsUser(perms)
+    user = PermsUser(perms)
     request = HttpRequest()
     request.method = "GET"
     request.path = request.path_info = surface_path(surface)

@@ -2,8 +2,9 @@
 
 Owns the rules a socket's authorization lasts by: Django's own session rules
 (``auth.get_user``: the session exists and is unexpired, its user is active, its password
-hash current), ``dashboard.view_queues`` to read at all, and the ``dashboard.*`` set that
-chooses which rendering a socket gets. On logout (``user_logged_out``) it announces the
+hash current), ``dashboard.view_queues`` on some stream to read at all, and the user's
+grants (``dashboard.access.scopes``: each permission everywhere or on stream patterns),
+from which the socket picks its rendering. On logout (``user_logged_out``) it announces the
 end on the "shared" layer (channels-redis, so every web process hears it) to a group named
 after a hash of the session key.
 
@@ -21,7 +22,7 @@ socket of the process:
 
 Never writes the session (a socket cannot set cookies) and never talks to Redis but
 through the shared layer. Cost of one batched check, for any number of sockets: one query
-for the session rows; then one query for the users and two for their permissions (one
+for the session rows; then one query for the users and three for their grants (one
 more when a superuser is among them). With another session engine
 or another permission backend it falls back to ``session_perms`` per *session* (one load
 plus two queries each), never per socket.
@@ -45,7 +46,6 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.models import Permission
 from django.contrib.auth.signals import user_logged_out
 from django.contrib.sessions.backends.db import SessionStore as DBStore
 from django.core.exceptions import ValidationError
@@ -55,6 +55,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
+from dashboard.access.scopes import VIEW_QUEUES, Access, access_of, grants_many
 from dashboard.live.registry import Perms
 from dashboard.runtime.logs import socket_warnings
 from queue_core.backoff import Backoff
@@ -84,20 +85,20 @@ NOTICE_TIMEOUT_S = 1.0
 REJOIN_S = 3600.0
 #: Session keys per SQL query (SQLite allows 999 parameters on old builds).
 CHUNK = 500
-#: The permissions a socket's rendering depends on.
-APP = "dashboard"
 
 
 def _user_perms_sync(user: Any) -> Perms | int:
     if user is None or not user.is_authenticated:
         return CLOSE_LOGIN
-    if not user.has_perm("dashboard.view_queues"):
+    grants = access_of(user).grants
+    if not Access(grants).anywhere(VIEW_QUEUES):
         return CLOSE_FORBIDDEN
-    return frozenset(p for p in user.get_all_permissions() if p.startswith(APP + "."))
+    return grants
 
 
 async def user_perms(user: Any) -> Perms | int:
-    """The user's ``dashboard.*`` permissions, or the close code when they may not read."""
+    """The user's grants (``dashboard.access.scopes``: each permission everywhere or on a
+    stream pattern), or the close code when they may read no stream."""
     perms: Perms | int = await database_sync_to_async(_user_perms_sync)(user)
     return perms
 
@@ -174,29 +175,6 @@ def _batchable_backends() -> bool:
     return True
 
 
-def _bulk_perms(user_ids: Collection[Any], superusers: Collection[Any]) -> dict[Any, set[str]]:
-    """``dashboard.*`` permissions of active users by pk, as ModelBackend grants them:
-    their own and their groups' (two queries), everything for a superuser (one more)."""
-    perms: dict[Any, set[str]] = {pk: set() for pk in user_ids}
-    ids = list(user_ids)
-    mine = Permission.objects.filter(user__in=ids, content_type__app_label=APP)
-    theirs = Permission.objects.filter(group__user__in=ids, content_type__app_label=APP)
-    for pk, codename in mine.values_list("user", "codename"):
-        perms[pk].add(f"{APP}.{codename}")
-    for pk, codename in theirs.values_list("group__user", "codename"):
-        perms[pk].add(f"{APP}.{codename}")
-    if superusers:
-        every = {
-            f"{APP}.{c}"
-            for c in Permission.objects.filter(content_type__app_label=APP).values_list(
-                "codename", flat=True
-            )
-        }
-        for pk in superusers:
-            perms[pk] = set(every)
-    return perms
-
-
 def _hash_verified(data: dict[str, Any], user: Any) -> bool:
     """``auth.get_user``'s session hash rule: the current secret or a fallback one."""
     session_hash = data.get(auth.HASH_SESSION_KEY)
@@ -239,7 +217,8 @@ def sessions_perms(*, sockets: Iterable[tuple[str, Any]]) -> dict[tuple[str, Any
         for user in user_model._default_manager.filter(pk__in=set(claimed.values()))
         if ModelBackend().user_can_authenticate(user)  # is_active, as get_user checks
     }
-    perms = _bulk_perms(users, [pk for pk, u in users.items() if u.is_superuser])
+    # The same grants as access_of gives one user (three queries for them all).
+    perms = grants_many(users, [pk for pk, u in users.items() if u.is_superuser])
     verdicts: dict[tuple[str, Any], Perms | int] = {}
     for key, user_id in pairs:
         if key in others:
@@ -248,10 +227,10 @@ def sessions_perms(*, sockets: Iterable[tuple[str, Any]]) -> dict[tuple[str, Any
         user = users.get(claimed[key]) if key in claimed else None
         if user is None or user.pk != user_id or not _hash_verified(stored[key], user):
             verdicts[(key, user_id)] = CLOSE_LOGIN
-        elif f"{APP}.view_queues" not in perms[user.pk]:
+        elif not Access(perms[user.pk]).anywhere(VIEW_QUEUES):
             verdicts[(key, user_id)] = CLOSE_FORBIDDEN
         else:
-            verdicts[(key, user_id)] = frozenset(perms[user.pk])
+            verdicts[(key, user_id)] = perms[user.pk]
     return verdicts
 
 

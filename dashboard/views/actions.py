@@ -43,6 +43,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from dashboard.access import permissions
+from dashboard.access.scopes import may
 from dashboard.display.converters import name_problem
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
@@ -104,7 +105,7 @@ def _attempt(
     """One row's attempt: the permission, the state before, the form, the service.
     ``target`` is what ``Call.target`` says (a consumer row's consumer); ``fill`` gives
     the form fields the caller left blank from what the state read found (``action_run``)."""
-    if not user.has_perm(row.permission):
+    if not may(user, row.permission, req.stream):
         if row.on == "dead-letter":
             # The refusal's audit row names the group the dead letter belongs to (the
             # state read fills it in); a dead letter that cannot be read names none.

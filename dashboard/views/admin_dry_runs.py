@@ -28,6 +28,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
+from dashboard.access.scopes import may
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -74,7 +75,7 @@ def _dry_run(
     """The permission (a denial is audited), the names, the form, then ``read``: its
     result, or the refusal. Nothing is changed and nothing else is audited. A Redis error
     propagates (503 for a page, exit status 5 or a 503 for the CLI and the API)."""
-    if not user.has_perm(row.permission):
+    if not may(user, row.permission, req.stream):
         return denied(user, req), None
     try:
         check_stream(req.stream)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -17,6 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.audit import AuditFilter, audit_list
 from dashboard.access.permissions import action_permissions, queues_view_required
+from dashboard.access.scopes import access_of, reach_q
 from dashboard.models import AuditEvent
 
 PAGE_SIZE = 50
@@ -56,13 +58,22 @@ def _action_choices() -> list[str]:
     return singles + bulk + [a for a in others if a not in singles]
 
 
+def _readable(request: HttpRequest, rows: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+    """The rows of streams the user may read (``dashboard.access.scopes``): a user whose
+    roles reach some streams sees neither other streams' rows nor rows without a stream."""
+    where = reach_q(access_of(request.user).reach())
+    return rows if where is None else rows.filter(where)
+
+
 @require_GET
 @never_cache
 @vary_on_headers("HX-Request")
 @queues_view_required
 def audit_page(request: HttpRequest) -> HttpResponse:
     filters = _filters(request)
-    page = Paginator(audit_list(filters=filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(_readable(request, audit_list(filters=filters)), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     query = request.GET.copy()
     query.pop("page", None)
     context: dict[str, Any] = {
@@ -117,7 +128,7 @@ def _csv_rows(events: Iterator[AuditEvent]) -> Iterator[str]:
 @queues_view_required
 def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     """Every row matching the page's filters, streamed (constant memory for large exports)."""
-    events = audit_list(filters=_filters(request)).iterator(chunk_size=500)
+    events = _readable(request, audit_list(filters=_filters(request))).iterator(chunk_size=500)
     response = StreamingHttpResponse(_csv_rows(events), content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="ackboard-audit-{stamp}.csv"'

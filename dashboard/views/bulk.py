@@ -39,6 +39,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
 from dashboard.access.permissions import action_permission
+from dashboard.access.scopes import may
 from dashboard.insight.failure_index import cause_match
 from dashboard.runtime.connection import get_redis
 from dashboard.views.action_runner import (
@@ -329,7 +330,7 @@ def _prepare(
 def _attempt(user: Operator, row: BulkAction, form: BulkForm, req: ActionRequest) -> BulkAnswer:
     """The permission, the checked step, then a dry run or one capped, audited step."""
     answer = BulkAnswer(row=row, req=req)
-    if not user.has_perm(row.permission):
+    if not may(user, row.permission, req.stream):
         answer.outcome = denied(user, req)
         return answer
     try:

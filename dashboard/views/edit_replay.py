@@ -46,6 +46,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.access.permissions import EDIT_REPLAY, queues_view_required
+from dashboard.access.scopes import may
 from dashboard.runtime.connection import get_redis
 from dashboard.views import payloads
 from dashboard.views.action_runner import (
@@ -277,7 +278,7 @@ def _fetch(client: Client, stream: str, dlq_id: str) -> DeadLetterRow:
 @queues_view_required
 def dlq_edit(request: HttpRequest, stream: str, dlq_id: str) -> HttpResponse:
     """The editor of one dead letter (403 without the edit permission)."""
-    if not request.user.has_perm(EDIT_REPLAY):
+    if not may(request.user, EDIT_REPLAY, stream):
         raise PermissionDenied("You may not edit and replay dead letters.")
     try:
         check_stream(stream)
@@ -327,7 +328,7 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
         req.group = row.group
         return {"origin_group": row.group, "origin_id": row.origin_id, "reason": row.reason}
 
-    if not user.has_perm(EDIT_REPLAY):
+    if not may(user, EDIT_REPLAY, stream):
         with contextlib.suppress(BadRequest, redis.RedisError, ValueError, CrossSlotName):
             state()  # the refusal's audit row names the dead letter's group
         return respond(request, req, denied(user, req))

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.access.scopes import Access, access_of
 from dashboard.display.converters import name_problem
 from dashboard.insight import failure_index
 from dashboard.insight.failure_index import BadCursor, FailureFilter, FailurePage, search_budget_ms
@@ -68,7 +69,8 @@ class FailureSearchForm(forms.Form):
             raise forms.ValidationError("That stream is outside this dashboard's allowlist.")
         return stream
 
-    def filters(self) -> FailureFilter:
+    def filters(self, reach: tuple[str, ...] | None = None) -> FailureFilter:
+        """The search, over the streams ``reach`` lets the user read (None: all)."""
         data = self.cleaned_data
         since = data["since"]
         if since is None and data["window"]:
@@ -80,6 +82,7 @@ class FailureSearchForm(forms.Form):
             text=data["q"],
             since=since,
             until=data["until"],
+            reach=reach,
         )
 
 
@@ -159,7 +162,7 @@ def failure_search(request: HtmxHttpRequest) -> HttpResponse:
     else:
         try:
             page = failure_index.failure_search(
-                filters=form.filters(),
+                filters=form.filters(access_of(request.user).reach()),
                 before=form.cleaned_data["before"] or None,
                 after=form.cleaned_data["after"] or None,
             )
@@ -191,13 +194,23 @@ class CauseGroup:
     acknowledge_url: str = ""
 
 
-def _cause_group(stream: str, group: str) -> CauseGroup:
+def _cause_group(stream: str, group: str, access: Access) -> CauseGroup:
+    """A group's link, and its bulk actions' URLs where the user's permission reaches
+    its stream ("" where not: no button)."""
     url = _url("dashboard:group-detail", stream=stream, group=group)
     if url is None:
         return CauseGroup(stream, group, None)
     retry = reverse("dashboard:bulk-action", args=[stream, group, "retry"])
     base = retry.removesuffix("retry/")
-    return CauseGroup(stream, group, url, retry, base + "dead-letter/", base + "acknowledge/")
+    urls = {
+        "retry": retry,
+        "dead_letter": base + "dead-letter/",
+        "acknowledge": base + "acknowledge/",
+    }
+    for name in urls:
+        if not access.may(f"dashboard.{name}_entry", stream):
+            urls[name] = ""
+    return CauseGroup(stream, group, url, urls["retry"], urls["dead_letter"], urls["acknowledge"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,14 +224,15 @@ def _causes_context(form: FailureSearchForm, user: Any) -> dict[str, Any]:
     and the act-on-cause snapshot (entries added after this page was made are never
     touched: a stream id is a millisecond time)."""
     patterns = tuple(settings.ACKBOARD_STREAMS)
+    access = access_of(user)
     try:
         client = get_redis()
-        page = failure_index.causes(filters=form.filters(), client=client)
+        page = failure_index.causes(filters=form.filters(access.reach()), client=client)
         pending_known = True
     except failure_index.SearchTooBroad:
         return {"too_broad": True}
     except redis.RedisError:
-        page = failure_index.causes(filters=form.filters(), client=None)
+        page = failure_index.causes(filters=form.filters(access.reach()), client=None)
         pending_known = False
     # The same groups recur under many causes: each is linked once (reverse() is ~0.2 ms).
     groups: dict[tuple[str, str], CauseGroup] = {}
@@ -226,14 +240,15 @@ def _causes_context(form: FailureSearchForm, user: Any) -> dict[str, Any]:
         CauseRow(
             cause=c,
             groups=[
-                groups.get((s, g)) or groups.setdefault((s, g), _cause_group(s, g))
+                groups.get((s, g)) or groups.setdefault((s, g), _cause_group(s, g, access))
                 for s, g in c.groups
                 if stream_visible(s, patterns)
             ],
         )
         for c in page.causes
     ]
-    can = {name: user.has_perm(f"dashboard.{name}_entry") for name in ACT_ON_CAUSE}
+    # A cause's buttons act per group: shown where the permission reaches its stream.
+    can = {name: access.anywhere(f"dashboard.{name}_entry") for name in ACT_ON_CAUSE}
     return {
         "can": can,
         "can_act": any(can.values()),

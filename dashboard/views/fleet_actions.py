@@ -311,7 +311,7 @@ def idle_consumers(request: HtmxHttpRequest, stream: str, group: str) -> HttpRes
     """The dry run of Retire idle consumers (``?idle=30m``): the consumers it would
     retire, and the form that retires exactly those. For htmx, only that part (it lands
     in the dialog); without JavaScript, a page of its own. Needs the permission to act."""
-    if not may_act(request.user, "retire-idle"):
+    if not may_act(request.user, "retire-idle", stream):
         raise PermissionDenied("You do not have permission to retire-idle.")
     context: dict[str, Any] = {"stream": stream, "group": group}
     status = 200

@@ -32,7 +32,7 @@ import hmac
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 from django.conf import settings
@@ -44,6 +44,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dashboard.access.permissions import VIEW_QUEUES
+from dashboard.access.scopes import access_of, reach_names
 from dashboard.insight import stream_index
 from dashboard.insight.fleet import metrics_fleets
 from dashboard.insight.rates.metrics import RatesCollector
@@ -232,10 +233,12 @@ def _collect(client: Client) -> tuple[StreamOverview, float]:
     return overview, age
 
 
-def metrics_text(*, client: Client) -> bytes:
-    """The Prometheus exposition of every visible stream; one collection per TTL."""
+def metrics_text(*, client: Client, reach: tuple[str, ...] | None = None) -> bytes:
+    """The Prometheus exposition of every visible stream (of those ``reach`` lets the
+    scraper read, ``dashboard.access.scopes``); one collection per TTL and reach."""
     global _cache
     key = (
+        reach,
         settings.ACKBOARD_REDIS_URL,
         tuple(settings.ACKBOARD_STREAMS),
         settings.ACKBOARD_MAX_STREAMS,
@@ -254,6 +257,11 @@ def metrics_text(*, client: Client) -> bytes:
             return cached.body
         started = time.perf_counter()
         overview, figures_age_s = _collect(client)
+        if reach is not None:
+            keep = set(reach_names(reach, (s.name for s in overview.streams)))
+            overview = replace(
+                overview, streams=tuple(s for s in overview.streams if s.name in keep)
+            )
         index = stream_index.index_current(create=False)
         refreshed = index.snapshot().refreshed_at if index is not None else None
         registry = CollectorRegistry(auto_describe=False)
@@ -301,7 +309,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
             status=403,
             content_type="text/plain; charset=utf-8",
         )
-    return HttpResponse(metrics_text(client=get_redis()), content_type=CONTENT_TYPE)
+    # The shared scrape token reads every stream; a logged-in user, the streams they may.
+    reach = access_of(request.user).reach() if request.user.is_authenticated else None
+    return HttpResponse(metrics_text(client=get_redis(), reach=reach), content_type=CONTENT_TYPE)
 
 
 @require_GET

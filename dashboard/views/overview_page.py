@@ -118,7 +118,7 @@ def _age_s(at: float | None) -> int | None:
     return None if at is None else max(0, int(time.time() - at))
 
 
-def overview_page_names(*, view: str = "") -> tuple[str, ...]:
+def overview_page_names(*, view: str = "", reach: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The streams on a view's page, from this process's index alone (no Redis, no
     build): what the live broadcaster polls for an open overview. () when malformed or
     not built yet."""
@@ -130,7 +130,7 @@ def overview_page_names(*, view: str = "") -> tuple[str, ...]:
     if index is None or not index.ready:
         return ()
     size = settings.ACKBOARD_OVERVIEW_PAGE_SIZE
-    return stream_index.overview_page(index=index, query=query, size=size).names
+    return stream_index.overview_page(index=index, query=query, size=size, reach=reach).names
 
 
 def _overview_rows(summaries: tuple[StreamSummary, ...], now_ms: int) -> list[OverviewRow]:
@@ -155,9 +155,12 @@ def _overview_rows(summaries: tuple[StreamSummary, ...], now_ms: int) -> list[Ov
     return rows
 
 
-def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
+def overview_context(
+    *, client: Client, view: str = "", reach: tuple[str, ...] | None = None
+) -> dict[str, Any]:
     """One page of the visible streams with their health, for the view ``view`` (a
-    canonical query string, ``stream_index.OverviewQuery``: name filter, sort, page).
+    canonical query string, ``stream_index.OverviewQuery``: name filter, sort, page), of
+    the streams ``reach`` lets the user read (None: every stream, ``access.scopes``).
 
     Costs O(page), not O(streams): the names come from this process's stream index
     (``dashboard.insight.stream_index``; no SCAN on a request once it is built, filtering and
@@ -173,7 +176,7 @@ def overview_context(*, client: Client, view: str = "") -> dict[str, Any]:
     index = stream_index.overview_index(client=client, figures=query.sort != "name")
     now_ms = _now_ms()
     page = stream_index.overview_page(
-        index=index, query=query, size=settings.ACKBOARD_OVERVIEW_PAGE_SIZE
+        index=index, query=query, size=settings.ACKBOARD_OVERVIEW_PAGE_SIZE, reach=reach
     )
     summaries = selectors.stream_summaries(client=client, streams=page.names)
     index.remember(summaries)

@@ -198,14 +198,14 @@ def action_answer(
 ) -> Answer:
     """Run one action of ``actions.ACTIONS`` as ``user``, as its button would."""
     data: dict[str, Any] = dict(fields)
-    if action == "purge" and may_act(user, action):
+    if action == "purge" and may_act(user, action, stream):
         if not _confirmed(fields):
             return _purge_dry_run(stream)
         # The typed name guards a click on the wrong page; here the request names it.
         data["confirm_name"] = stream
-    if action == "retire-idle" and may_act(user, action) and not _confirmed(fields):
+    if action == "retire-idle" and may_act(user, action, stream) and not _confirmed(fields):
         return _retire_idle_dry_run(stream, group, fields)
-    if action in DRY_RUNS and not _confirmed(fields) and may_act(user, action):
+    if action in DRY_RUNS and not _confirmed(fields) and may_act(user, action, stream):
         # Reset position and Trim: a dry run unless confirmed, as their pages' (not audited).
         status, payload = DRY_RUNS[action](
             user=user, stream=stream, group=group, fields=data, channel=channel
@@ -297,7 +297,7 @@ def bulk_answer(
     """A bulk request as ``user``, as the bulk bar would post it: a dry run unless
     ``confirm`` is "1", then one capped, audited step from ``cursor``."""
     data: dict[str, Any] = dict(fields)
-    if not data.get("snapshot_id") and may_act(user, action):  # else the runner's 403
+    if not data.get("snapshot_id") and may_act(user, action, stream):  # else the runner's 403
         if _confirmed(fields):
             return refusal(
                 400,

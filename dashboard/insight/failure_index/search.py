@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q, QuerySet
 
+from dashboard.access.scopes import reach_q
 from dashboard.models import IndexedFailure
 
 #: Rows per page of the Failures page.
@@ -46,6 +47,8 @@ class FailureFilter:
     text: str = ""
     since: datetime | None = None
     until: datetime | None = None
+    #: The stream patterns the searcher may read (``dashboard.access.scopes``); None: all.
+    reach: tuple[str, ...] | None = None
 
     @property
     def empty(self) -> bool:
@@ -87,6 +90,9 @@ def failure_filter_queryset(*, filters: FailureFilter) -> QuerySet[IndexedFailur
     filter is a LIKE on the rows those leave, which is why searches carry a time budget.
     """
     qs = IndexedFailure.objects.all()
+    reach = reach_q(filters.reach)
+    if reach is not None:
+        qs = qs.filter(reach)
     if filters.stream:
         qs = qs.filter(stream=filters.stream)
     if filters.group:

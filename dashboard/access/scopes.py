@@ -1,0 +1,289 @@
+"""Where a user's permissions apply: the streams each role reaches.
+
+A role is a Django group. A group with no ``StreamScope`` rows grants its permissions on
+every stream, as before scopes existed, so a deployment that configures none works
+unchanged. A group with scopes grants its permissions only on the streams one of its
+patterns matches (``orders:*``, ``billing:invoices``; ``*`` is any run of characters,
+``?`` one character, everything else is literal and case-sensitive, as stream names are).
+A user's own permissions (the admin's "user permissions") and a superuser's apply
+everywhere. A user may do X on stream S when some grant of X reaches S; reading is
+``dashboard.view_queues``.
+
+Owns ``Access`` (a user's grants, as a frozenset of strings a live rendering can be keyed
+by: ``"dashboard.retry_entry"`` everywhere, ``"dashboard.retry_entry@orders:*"`` on one
+pattern), how grants are read from SQL for one user or many, and the one translation of a
+pattern into a regular expression that Python and the database both use (SQLite through
+Django's REGEXP, PostgreSQL's ``~``), so a page filtered in memory and one filtered in SQL
+agree. Never touches Redis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from django.contrib.auth.context_processors import PermWrapper
+from django.contrib.auth.context_processors import auth as auth_processor
+from django.contrib.auth.models import Permission
+from django.db.models import Q
+from django.http import Http404, HttpRequest
+from django.utils.deprecation import MiddlewareMixin
+
+APP = "dashboard"
+VIEW_QUEUES = "dashboard.view_queues"
+#: Between a permission and the pattern it is granted on, in a grant.
+AT = "@"
+#: The longest pattern a scope may hold (a stream name's column is 1,024 long).
+MAX_PATTERN = 1024
+
+_ANY_RUN = r"[\s\S]*"  # "." misses a newline in Python and SQLite's REGEXP
+_ANY_ONE = r"[\s\S]"
+
+
+def pattern_regex(pattern: str) -> str:
+    """``pattern`` as an anchored regular expression both Python and the database read
+    alike (``\\A``/``\\Z``: ``$`` would also match before a trailing newline)."""
+    parts = [_ANY_RUN if c == "*" else _ANY_ONE if c == "?" else re.escape(c) for c in pattern]
+    return r"\A" + "".join(parts) + r"\Z"
+
+
+def pattern_check(pattern: str) -> str:
+    """``pattern`` if a scope may hold it; ValueError with a message an admin can act on."""
+    if not pattern:
+        raise ValueError("A stream pattern may not be empty (use * for every stream).")
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(f"A stream pattern is at most {MAX_PATTERN} characters long.")
+    if any(ord(c) < 32 or ord(c) == 127 for c in pattern):
+        raise ValueError("A stream pattern may not contain control characters.")
+    return pattern
+
+
+@lru_cache(maxsize=256)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One compiled alternation for a set of patterns: one C call per name checked."""
+    return re.compile("|".join(f"(?:{pattern_regex(p)})" for p in patterns)).match
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one user may do where. ``grants`` holds ``perm`` (everywhere) or
+    ``perm@pattern`` (on the streams the pattern matches)."""
+
+    grants: frozenset[str]
+    _by_perm: dict[str, tuple[str, ...] | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def patterns(self, perm: str) -> tuple[str, ...] | None:
+        """The patterns ``perm`` is granted on: None when it is granted everywhere."""
+        if perm in self.grants:
+            return None
+        if perm not in self._by_perm:
+            prefix = perm + AT
+            self._by_perm[perm] = tuple(
+                sorted(g[len(prefix) :] for g in self.grants if g.startswith(prefix))
+            )
+        return self._by_perm[perm]
+
+    def anywhere(self, perm: str) -> bool:
+        """Whether ``perm`` is granted on some stream (what a page with no stream asks)."""
+        return self.patterns(perm) != ()
+
+    def everywhere(self, perm: str) -> bool:
+        return perm in self.grants
+
+    def may(self, perm: str, stream: str) -> bool:
+        """Whether ``perm`` reaches ``stream``."""
+        patterns = self.patterns(perm)
+        return patterns is None or bool(patterns and _matcher(patterns)(stream))
+
+    def reads(self, stream: str) -> bool:
+        return self.may(VIEW_QUEUES, stream)
+
+    def reach(self) -> tuple[str, ...] | None:
+        """The patterns of the streams this user may read; None: every stream."""
+        return self.patterns(VIEW_QUEUES)
+
+    def on(self, stream: str) -> frozenset[str]:
+        """The plain permissions that reach ``stream`` (what its page renders with)."""
+        perms = {g.split(AT, 1)[0] for g in self.grants}
+        return frozenset(p for p in perms if self.may(p, stream))
+
+    def unscoped(self) -> frozenset[str]:
+        """The permissions granted everywhere."""
+        return frozenset(g for g in self.grants if AT not in g)
+
+
+def reach_filter(reach: tuple[str, ...] | None) -> Callable[[str], bool] | None:
+    """A predicate over stream names for ``reach`` (None: every stream, no filter)."""
+    if reach is None:
+        return None
+    if not reach:
+        return lambda name: False
+    match = _matcher(reach)
+    return lambda name: match(name) is not None
+
+
+def reach_names(reach: tuple[str, ...] | None, names: Iterable[str]) -> list[str]:
+    """``names`` that ``reach`` lets a user read, in their order."""
+    names = list(names)
+    keep = reach_filter(reach)
+    return names if keep is None else [n for n in names if keep(n)]
+
+
+def reach_q(reach: tuple[str, ...] | None, field_name: str = "stream") -> Q | None:
+    """A SQL condition on ``field_name`` for ``reach``; None when every stream is read."""
+    if reach is None:
+        return None
+    if not reach:
+        return Q(pk__in=[])
+    q = Q()
+    for p in reach:
+        if "*" in p or "?" in p:
+            q |= Q(**{f"{field_name}__regex": pattern_regex(p)})
+        else:
+            q |= Q(**{field_name: p})
+    return q
+
+
+# --- reading grants from SQL ---------------------------------------------------------------
+
+
+def _grants_of(user_ids: Collection[Any], superusers: Collection[Any]) -> dict[Any, set[str]]:
+    """Each user's grants: their own permissions and unscoped groups' everywhere, scoped
+    groups' on each pattern, a superuser every ``dashboard`` permission everywhere. Three
+    queries whatever the number of users (four with a superuser)."""
+    from dashboard.models import StreamScope  # the models import this module's checks
+
+    ids = list(user_ids)
+    grants: dict[Any, set[str]] = {pk: set() for pk in ids}
+    mine = Permission.objects.filter(user__in=ids, content_type__app_label=APP)
+    for pk, codename in mine.values_list("user", "codename"):
+        grants[pk].add(f"{APP}.{codename}")
+    theirs = Permission.objects.filter(group__user__in=ids, content_type__app_label=APP)
+    by_group: dict[Any, set[str]] = {}
+    members: dict[Any, set[Any]] = {}
+    for pk, group, codename in theirs.values_list("group__user", "group", "codename"):
+        by_group.setdefault(group, set()).add(f"{APP}.{codename}")
+        members.setdefault(group, set()).add(pk)
+    scopes: dict[Any, list[str]] = {}
+    for group, pattern in StreamScope.objects.filter(group__in=list(by_group)).values_list(
+        "group", "pattern"
+    ):
+        scopes.setdefault(group, []).append(pattern)
+    for group, perms in by_group.items():
+        patterns = scopes.get(group)
+        given = perms if patterns is None else {f"{p}{AT}{s}" for p in perms for s in patterns}
+        for pk in members[group]:
+            grants[pk] |= given
+    if superusers:
+        every = {
+            f"{APP}.{c}"
+            for c in Permission.objects.filter(content_type__app_label=APP).values_list(
+                "codename", flat=True
+            )
+        }
+        for pk in superusers:
+            grants[pk] = set(every)
+    return grants
+
+
+def grants_many(user_ids: Collection[Any], superusers: Collection[Any]) -> dict[Any, Perms]:
+    """``access_of(user).grants`` for many active users at once (the live sockets' check)."""
+    return {pk: frozenset(g) for pk, g in _grants_of(user_ids, superusers).items()}
+
+
+Perms = frozenset[str]
+
+
+def access_of(user: Any) -> Access:
+    """The user's grants, read once per user object (a request's user lives one request,
+    like Django's own permission cache). Anonymous and inactive users have none."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Access(frozenset())
+    cached = getattr(user, "_ackboard_access", None)
+    if cached is None:
+        supers = [user.pk] if user.is_superuser else []
+        cached = Access(frozenset(_grants_of([user.pk], supers)[user.pk]))
+        user._ackboard_access = cached
+    return cached
+
+
+def may(user: Any, perm: str, stream: str) -> bool:
+    """Whether ``user`` holds ``perm`` on ``stream``."""
+    return access_of(user).may(perm, stream)
+
+
+def reads(user: Any, stream: str) -> bool:
+    return access_of(user).reads(stream)
+
+
+# --- pages: a stream's page renders with what reaches its stream --------------------------
+
+
+class PermsUser:
+    """Stands in for a user in templates' ``perms`` where only a permission set counts:
+    a stream's page (the permissions that reach the stream) and a live rendering (one
+    for everyone with the same set)."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, perms: Perms) -> None:
+        self._perms = perms
+
+    def has_perm(self, perm: str, obj: object = None) -> bool:
+        return perm in self._perms
+
+    def has_perms(self, perm_list: Iterable[str], obj: object = None) -> bool:
+        return all(p in self._perms for p in perm_list)
+
+    def has_module_perms(self, app_label: str) -> bool:
+        return any(p.startswith(app_label + ".") for p in self._perms)
+
+    def get_username(self) -> str:
+        return ""
+
+
+def _page_user(request: HttpRequest) -> Any:
+    return getattr(request, "user", None)
+
+
+class StreamScopeMiddleware(MiddlewareMixin):
+    """A read of a stream's URL by a user whose roles read other streams only answers 404,
+    as for a stream that does not exist (its name is not confirmed); the stream is noted on
+    the request (``ackboard_stream``) for ``auth_context``. A POST goes on to its action,
+    which checks the action's own permission on the stream and audits a refusal. A user
+    who may read no stream at all gets the view's own 403."""
+
+    def process_view(
+        self, request: HttpRequest, view: Any, args: Any, kwargs: dict[str, Any]
+    ) -> None:
+        stream = kwargs.get("stream")
+        if not isinstance(stream, str):
+            return
+        request.ackboard_stream = stream  # type: ignore[attr-defined]
+        user = _page_user(request)
+        if request.method not in ("GET", "HEAD") or user is None:
+            return
+        access = access_of(user)
+        if access.anywhere(VIEW_QUEUES) and not access.reads(stream):
+            raise Http404("No such stream.")
+
+
+def auth_context(request: HttpRequest) -> dict[str, Any]:
+    """Django's ``auth`` context processor, but on a stream's page ``perms`` holds the
+    permissions that reach that stream, so its buttons are those the user may press."""
+    context = auth_processor(request)
+    stream = getattr(request, "ackboard_stream", None)
+    user = _page_user(request)
+    if stream is not None and user is not None and user.is_authenticated:
+        context["perms"] = PermWrapper(PermsUser(access_of(user).on(stream)))
+    return context

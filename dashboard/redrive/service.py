@@ -29,6 +29,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 
+from dashboard.access import scopes
 from dashboard.access.audit import audit_record
 from dashboard.display.converters import name_problem
 from dashboard.redrive.models import RedriveJob
@@ -90,9 +91,12 @@ def job_json(job: RedriveJob) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def may_redrive(user: User | None) -> bool:
+def may_redrive(user: User | None, stream: str | None = None) -> bool:
+    """Whether ``user`` may redrive ``stream``'s dead letters (some stream's when None)."""
     has_perm = getattr(user, "has_perm", None)  # AbstractBaseUser declares none
-    return bool(user is not None and user.is_authenticated and has_perm and has_perm(PERMISSION))
+    if not (user is not None and user.is_authenticated and has_perm and has_perm(PERMISSION)):
+        return False
+    return stream is None or scopes.may(user, PERMISSION, stream)
 
 
 def _time_ms(value: str, what: str) -> int | None:
@@ -183,7 +187,7 @@ def redrive(
     new job over the dead letters matching now (its ``upto_id``), audited."""
     # The permission first: a user who may not redrive gets 403 whatever the stream is
     # (an unknown or refused name answers 404 only to those who may act on it).
-    if not may_redrive(user):
+    if not may_redrive(user, stream):
         return _denied(user, "redrive", stream, channel)
     try:
         check_stream(stream)
@@ -252,7 +256,7 @@ def control(
     there is such a job)."""
     pk = job_pk(job_id)
     job = job_find(pk)
-    if not may_redrive(user):
+    if not may_redrive(user, job.stream if job is not None else None):
         audit_action = f"redrive-{action}" if action in CONTROLS else "redrive-control"
         return _denied(user, audit_action, job.stream if job is not None else "", channel)
     if action not in CONTROLS:

@@ -70,9 +70,10 @@ def redrive_panel(context: template.Context, stream: str) -> dict[str, Any]:
             "bad": sum(1 for r in rows if r.bad),
             "processed": sum(1 for r in rows if r.outcome == canary.PROCESSED),
         })  # fmt: skip
-    user = context.get("user")
+    perms = context.get("perms")
     return {
         "stream": stream,
         "jobs": shown,
-        "may_redrive": bool(user is not None and user.has_perm(PERMISSION)),
+        # The page's perms: those that reach its stream (dashboard.access.scopes).
+        "may_redrive": bool(perms is not None and PERMISSION in perms),
     }

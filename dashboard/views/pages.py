@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.access.scopes import access_of
 from dashboard.insight import failure_index, stream_index
 from dashboard.runtime.connection import get_redis
 from dashboard.views import charts, edit_replay, payloads
@@ -249,7 +250,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         query = stream_index.OverviewQuery.parse(request.GET)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    context = overview_context(client=get_redis(), view=query.encode())
+    reach = access_of(request.user).reach()  # only the streams the user may read
+    context = overview_context(client=get_redis(), view=query.encode(), reach=reach)
     return _render(
         request,
         "dashboard/overview.html",

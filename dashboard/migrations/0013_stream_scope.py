@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("dashboard", "0011_refingerprint"),
+        ("dashboard", "0012_action_permissions"),
     ]
 
     operations = [

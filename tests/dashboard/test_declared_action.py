@@ -10,9 +10,11 @@ import json
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from io import StringIO
+from typing import Any
 
 import pytest
 import redis
+from django import forms
 from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
 from django.test import Client
@@ -28,6 +30,7 @@ from dashboard.views.action_table import Action, Button, Call
 from dashboard.views.actions import ACTIONS, actions_build
 from dashboard.views.forms import ActionForm, TargetForm
 from queue_core.connection import Client as Redis
+from queue_core.services import entry_dead_letter
 from tests.factories import make_pending, make_user
 
 pytestmark = [
@@ -82,13 +85,48 @@ CONSUMER_TOUCH = Action(
 )  # fmt: skip
 
 
+def _target_touch(call: Call) -> ActionResult:
+    target = call.req.group or call.req.stream
+    return ActionResult("ok", f"{call.req.action} of {target}: nothing changed.")
+
+
+class GroupTouchForm(TargetForm):
+    """A group row's form: a reason, required (its button's dialog asks for it)."""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not str(self.data.get("reason", "")).strip():
+            raise forms.ValidationError("a reason is required")
+        return data
+
+
+#: One row of each other kind with a button: their pages show it, and it posts.
+OTHER_KINDS = (
+    Action(
+        "touch-group", "group", GroupTouchForm, _target_touch,
+        permission="dashboard.touch_group", explain="Touch group changes nothing.",
+        button=Button("Touch group", reason="required"),
+    ),
+    Action(
+        "touch-stream", "stream", ConsumerTouchForm, _target_touch,
+        permission="dashboard.touch_stream", explain="Touch stream changes nothing.",
+        button=Button("Touch stream", style="primary"),
+    ),
+    Action(
+        "touch-dead-letter", "dead-letter", ActionForm, _target_touch,
+        permission="dashboard.touch_dead_letter", explain="Touch dead letter changes nothing.",
+        button=Button("Touch dead letter"),
+    ),
+)  # fmt: skip
+
+
 @pytest.fixture(params=[False, True], ids=["one-click", "asks"])
 def touch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Action]:
     """The row added to its kind's ``ROWS``, as a module would declare it, and the
     table rebuilt as at start-up; both put back afterwards."""
     row = touch_row(ask=request.param)
     monkeypatch.setattr(entry_actions, "ROWS", (*entry_actions.ROWS, row))
-    monkeypatch.setattr(fleet_actions, "ROWS", (*fleet_actions.ROWS, CONSUMER_TOUCH))
+    monkeypatch.setattr(fleet_actions, "ROWS", (*fleet_actions.ROWS, CONSUMER_TOUCH, *OTHER_KINDS))
     actions_build()
     yield row
     monkeypatch.undo()
@@ -268,6 +306,53 @@ def test_a_consumer_row_button_opens_its_dialog(
     answer = web.post(url, headers={"HX-Request": "true"})
     assert answer.status_code == 200
     assert _audits("touch-consumer")[0][:2] == ("op", "ok")
+
+
+def _form_fields(page: str, url: str) -> dict[str, str]:
+    """The hidden fields of the (one) form that posts to ``url`` in ``page``."""
+    parser = _Elements()
+    parser.feed(page)
+    fields: dict[str, str] = {}
+    inside = False
+    for tag, attrs in parser.found:
+        if tag == "form":
+            inside = attrs.get("action") == url
+        elif inside and tag == "input" and attrs.get("type") == "hidden":
+            fields[attrs["name"]] = attrs.get("value", "")
+    return fields
+
+
+@pytest.mark.parametrize("action", [row.name for row in OTHER_KINDS])
+def test_the_other_kinds_buttons_are_on_their_pages_and_post(
+    touch: Action, action: str, r: redis.Redis, stream: str, django_user_model: type[User]
+) -> None:
+    [entry_id] = make_pending(r, stream, "g", "c1", 1)
+    moved = entry_dead_letter(client=r, stream=stream, group="g", entry_id=entry_id, reason="")
+    assert moved is not None
+    _migrate()
+    web = Client()
+    web.force_login(_operator(django_user_model))
+    if action == "touch-group":
+        page = reverse("dashboard:group-detail", args=[stream, "g"])
+        url = reverse("dashboard:group-action", args=[stream, "g", action])
+    elif action == "touch-stream":
+        page = reverse("dashboard:stream-detail", args=[stream])
+        url = reverse("dashboard:stream-action", args=[stream, action])
+    else:
+        page = reverse("dashboard:dlq", args=[stream])
+        url = reverse("dashboard:dlq-action", args=[stream, moved.dlq_id, action])
+    html = web.get(page).content.decode()
+    assert [f["action"] for f in elements(html, "form") if f["action"] == url] == [url]
+    fields = _form_fields(html, url)
+    assert fields["next"] == page
+    if action == "touch-group":  # its dialog asks for the reason, required
+        assert elements(html, "input", name="reason", required="")
+        refused = web.post(url, fields, headers={"HX-Request": "true"})
+        assert refused.status_code == 400
+        fields["reason"] = "checked"
+    answer = web.post(url, fields, headers={"HX-Request": "true"})
+    assert answer.status_code == 200, answer.content
+    assert [(u, res) for u, res, *_ in _audits(action)][-1] == ("op", "ok")
 
 
 def test_two_rows_with_one_name_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

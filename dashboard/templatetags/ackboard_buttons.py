@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from django import template
 from django.middleware.csrf import get_token
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -138,18 +138,18 @@ def declared_buttons(
     out = []
     for action, button in buttons:
         fields = dict(common)
+        try:
+            url = _target_url(action, stream=stream, group=group, row=row)
+        except NoReverseMatch:  # a name no URL can carry: no button (the CLI can act)
+            continue
         if on == "pending":
-            url = reverse("dashboard:entry-action", args=[stream, group, row.id, action.name])
             fields["seen_consumer"] = str(row.consumer)
             what = format_html("<p>{} entry <code>{}</code>.</p>", button.label, row.id)
         elif on == "dead-letter":
-            url = reverse("dashboard:dlq-action", args=[stream, row.id, action.name])
             what = format_html("<p>{} dead letter <code>{}</code>.</p>", button.label, row.id)
         elif on == "group":
-            url = reverse("dashboard:group-action", args=[stream, group, action.name])
             what = format_html("<p>{} <code>{}</code>.</p>", button.label, group)
         else:  # "stream"
-            url = reverse("dashboard:stream-action", args=[stream, action.name])
             what = format_html("<p>{} <code>{}</code>.</p>", button.label, stream)
         explain = action_explain(action.name, row, group=group)
         small = on in ("pending", "dead-letter")
@@ -165,9 +165,20 @@ def declared_buttons(
             )
         )
     html = format_html_join("", "{}", ((b,) for b in out))
-    if on in ("group", "stream"):
+    if on in ("group", "stream") and out:
         return format_html('<div class="actions declared-actions" data-swap-4xx>{}</div>', html)
     return html
+
+
+def _target_url(action: Action, *, stream: str, group: str, row: Any) -> str:
+    """The URL a declared button of one target posts to (its kind's route)."""
+    if action.on == "pending":
+        return reverse("dashboard:entry-action", args=[stream, group, row.id, action.name])
+    if action.on == "dead-letter":
+        return reverse("dashboard:dlq-action", args=[stream, row.id, action.name])
+    if action.on == "group":
+        return reverse("dashboard:group-action", args=[stream, group, action.name])
+    return reverse("dashboard:stream-action", args=[stream, action.name])
 
 
 # --- the group page's shared tables -----------------------------------------------------

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class DashboardConfig(AppConfig):
@@ -8,12 +9,17 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         # The rates history's model lives in its own package (dashboard.insight.rates.models).
+        # The action table registers each action's permission (access.permissions),
+        # and after every migrate its permission rows are created (access.grants).
+        from dashboard.access.grants import action_permissions_create
         from dashboard.insight.rates import models as _rates_models  # noqa: F401
         from dashboard.insight.rates import sampler
         from dashboard.redrive import models as _redrive_models  # noqa: F401
-
-        # The action table registers each action's permission (access.permissions).
         from dashboard.views import actions as _actions  # noqa: F401
+
+        post_migrate.connect(
+            action_permissions_create, sender=self, dispatch_uid="ackboard-action-permissions"
+        )
 
         # The sampler thread starts with this process's first request (a web process),
         # never in manage.py commands, like the stream index's refresher.

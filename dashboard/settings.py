@@ -171,8 +171,9 @@ TEMPLATES: list[dict[str, Any]] = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
-                # Django's auth processor, with a stream page's perms on that stream.
-                "dashboard.access.scopes.auth_context",
+                "django.contrib.auth.context_processors.auth",
+                # After it: on a stream's page, ``perms`` holds what reaches that stream.
+                "dashboard.access.scopes.stream_perms",
                 "django.contrib.messages.context_processors.messages",
             ],
             "builtins": _builtins,

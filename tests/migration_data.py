@@ -7,8 +7,11 @@ pytest-django runs transactional tests last, so nothing noticed; with the suite'
 spread over xdist processes, a file may run after another file's flush. Tests that read
 the role groups ask for the ``migration_data`` fixture, which runs the dashboard
 migrations' own RunPython functions again (in order, on the final migration state) when
-the groups are gone. The groups still come from the migrations' code, never from a copy
-here, so a broken data migration still fails those tests.
+the groups are gone, then grants the operators' role every action permission, as
+``migrate``'s post_migrate receiver does on a fresh database
+(``dashboard.access.grants``). The groups still come from the migrations' and the
+receiver's code, never from a copy here, so a broken data migration still fails those
+tests.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.operations import RunPython
 
+from dashboard.access.grants import action_permissions_create
 from dashboard.management.commands.grant_role import ROLES
 
 
@@ -37,4 +41,5 @@ def migration_data_restore() -> bool:
         for operation in loader.get_migration(app, name).operations:
             if isinstance(operation, RunPython):
                 operation.code(apps, editor)
+    action_permissions_create(using=connection.alias, role_created=True)
     return True

@@ -3,8 +3,9 @@
 Owns the action -> permission map and the decorators views use. The map is derived: each
 row of the action table (``dashboard.views.actions.ACTIONS``) declares its permission and
 the table registers them here (``actions_register``), and the background jobs
-(``JOB_PERMISSIONS``) declare theirs; the codenames themselves are
-declared on ``AuditEvent.Meta.permissions`` and created by the migrations. It never
+(``JOB_PERMISSIONS``) declare theirs. The rows' permission rows are created after every
+``migrate`` (``dashboard.access.grants``); the jobs' and the read role's are declared on
+``AuditEvent.Meta.permissions``. It never
 touches Redis and never writes audit rows itself: the action views audit a denied
 attempt through ``dashboard.access.audit`` before answering 403, so a forged POST is
 both refused and recorded.
@@ -66,7 +67,8 @@ def action_permissions() -> Mapping[str, str]:
 
 
 def operator_codenames() -> tuple[str, ...]:
-    """The codenames (without the app label) the "Ackboard operators" group holds."""
+    """The codenames (without the app label) the "Ackboard operators" group holds on a
+    fresh database (the migrations' and ``dashboard.access.grants``' grants)."""
     codes = {p.split(".", 1)[1] for p in action_permissions().values()}
     return tuple(sorted(codes | {"view_queues"}))
 

@@ -26,7 +26,6 @@ from functools import lru_cache
 from typing import Any
 
 from django.contrib.auth.context_processors import PermWrapper
-from django.contrib.auth.context_processors import auth as auth_processor
 from django.contrib.auth.models import Permission
 from django.db.models import Q
 from django.http import Http404, HttpRequest
@@ -259,7 +258,7 @@ def _page_user(request: HttpRequest) -> Any:
 class StreamScopeMiddleware(MiddlewareMixin):
     """A read of a stream's URL by a user whose roles read other streams only answers 404,
     as for a stream that does not exist (its name is not confirmed); the stream is noted on
-    the request (``ackboard_stream``) for ``auth_context``. A POST goes on to its action,
+    the request (``ackboard_stream``) for ``stream_perms``. A POST goes on to its action,
     which checks the action's own permission on the stream and audits a refusal. A user
     who may read no stream at all gets the view's own 403."""
 
@@ -278,12 +277,11 @@ class StreamScopeMiddleware(MiddlewareMixin):
             raise Http404("No such stream.")
 
 
-def auth_context(request: HttpRequest) -> dict[str, Any]:
-    """Django's ``auth`` context processor, but on a stream's page ``perms`` holds the
+def stream_perms(request: HttpRequest) -> dict[str, Any]:
+    """A context processor after Django's ``auth``: on a stream's page ``perms`` holds the
     permissions that reach that stream, so its buttons are those the user may press."""
-    context = auth_processor(request)
     stream = getattr(request, "ackboard_stream", None)
     user = _page_user(request)
     if stream is not None and user is not None and user.is_authenticated:
-        context["perms"] = PermWrapper(PermsUser(access_of(user).on(stream)))
-    return context
+        return {"perms": PermWrapper(PermsUser(access_of(user).on(stream)))}
+    return {}

@@ -26,7 +26,6 @@ from django.contrib.auth.models import User
 
 from dashboard.views.action_cli import Cli
 from dashboard.views.action_table import Action
-from dashboard.views.admin_dry_runs import DRY_RUNS
 from dashboard.views.remote import Answer, action_answer
 
 #: The parsed command line (argparse's dest names: ``--resume-minutes`` is "resume_minutes").
@@ -72,7 +71,8 @@ def _arguments(cli: Cli) -> Callable[[ArgumentParser], None]:
 
 
 def _answer(row: Action, cli: Cli, user: User, options: Options, target_id: str) -> Answer:
-    """One answer: the fields the arguments post, then the action, or its dry run."""
+    """One answer: the fields the arguments post, then the action, or its dry run
+    (without ``--yes``: ``--yes`` posts ``confirm``)."""
     confirmed = bool(options.get("yes"))
     targets = {arg.target: options[arg.dest] for arg in cli.args if arg.target}
     fields: dict[str, Any] = {}
@@ -81,22 +81,15 @@ def _answer(row: Action, cli: Cli, user: User, options: Options, target_id: str)
             fields.update(arg.posts(options[arg.dest]))
     if cli.typed_name:
         fields["confirm_name"] = targets[cli.typed_name]
-    stream, group = targets["stream"], targets.get("group", "")
-    if row.name in DRY_RUNS and not confirmed:
-        status, payload = DRY_RUNS[row.name](
-            user=user, stream=stream, group=group, fields=fields, channel="cli"
-        )
-        answer = Answer(status, payload)
-    else:
-        answer = action_answer(
-            user=user,
-            action=row.name,
-            stream=stream,
-            group=group,
-            target_id=target_id,
-            fields=fields,
-            channel="cli",
-        )
+    answer = action_answer(
+        user=user,
+        action=row.name,
+        stream=targets["stream"],
+        group=targets.get("group", ""),
+        target_id=target_id,
+        fields=fields,
+        channel="cli",
+    )
     if cli.hint is not None and answer.ok and answer.payload.get("dry_run"):
         answer.payload["message"] += cli.hint(answer.payload, options)
     return answer

@@ -10,7 +10,6 @@ the one place that says it. Nothing here touches Redis or writes anything.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,13 +65,12 @@ def row_urls(stream: str, group: str) -> RowUrls:
     return RowUrls(entry=entry[: -len(entry_tail)], action=action[: -len(action_tail)])
 
 
-@functools.cache
 def explanations() -> Mapping[str, str]:
     """What each action does, in one line: next to its button, in its dialog or its
     confirm question. Each row of the action table declares its own (``Action.explain``),
     so the pages and the dialogs never disagree; "retry-due" is Retry's for a row already
     due. Placeholders: {group} and, for Retry, {retry_idle} (ACKBOARD_RETRY_IDLE_MS, in
-    seconds). Built once, on first use: the action table imports the views."""
+    seconds). Read from the table at each use (fifteen rows: a few µs)."""
     from dashboard.views.actions import ACTIONS  # here: loading the tags never loads views
     from dashboard.views.entry_actions import RETRY_DUE
 
@@ -86,6 +84,16 @@ def __getattr__(name: str) -> Mapping[str, str]:
     raise AttributeError(name)
 
 
+def _explanation(action: str) -> str:
+    if action == "retry-due":
+        from dashboard.views.entry_actions import RETRY_DUE
+
+        return RETRY_DUE
+    from dashboard.views.actions import ACTIONS
+
+    return ACTIONS[action].explain
+
+
 @register.simple_tag
 def action_explain(action: str, row: Any = None, group: str = "") -> str:
     """The one line that says what ``action`` does (``EXPLAIN``), for ``row`` of ``group``.
@@ -97,7 +105,7 @@ def action_explain(action: str, row: Any = None, group: str = "") -> str:
     retry_idle_ms = int(settings.ACKBOARD_RETRY_IDLE_MS)
     key = "retry-due" if action == "retry" and retry_due(row) else action
     group = group or str(getattr(row, "group", "") or "its group")
-    return explanations()[key].format(group=group, retry_idle=_seconds(retry_idle_ms))
+    return _explanation(key).format(group=group, retry_idle=_seconds(retry_idle_ms))
 
 
 @register.simple_tag

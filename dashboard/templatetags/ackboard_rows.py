@@ -45,6 +45,7 @@ from dashboard.display.converters import name_problem, name_segment
 from dashboard.display.durations import human_ms, since_ms
 from dashboard.templatetags.ackboard import copy_button, duration_span, since_span
 from dashboard.templatetags.ackboard_actions import action_explain, retry_idle_ms, row_urls
+from dashboard.templatetags.ackboard_buttons import consumer_buttons, pending_buttons
 
 register = template.Library()
 
@@ -102,6 +103,30 @@ _OPENER = (
     '\n    <button type="submit" class="{css}" form="row-open" formaction="{{entry_url}}" '
     'data-row-dialog="{action}">{label}</button>'
 )
+#: A declared button of a pending row (``Action.button``, ``ackboard_buttons``): a submit
+#: of the shared #row-retry form to the row's action URL, as Retry is; or, when it asks
+#: first, an opener of its shared dialog (#row-dialog-<action>), as Claim's is.
+_DECLARED_SUBMIT = (
+    '\n    <button type="submit" class="{css}" form="row-retry" '
+    'formaction="{{url}}{action}/" name="seen_consumer" value="{{consumer}}">{label}</button>'
+)
+
+
+def _declared_openers(perms: Any) -> str:
+    """The declared buttons' markup for every row, with ``{url}``, ``{consumer}`` and
+    ``{entry_url}`` left for each row (braces in the escaped values doubled)."""
+
+    def text(value: str) -> str:
+        return escape(value).replace("{", "{{").replace("}", "}}")
+
+    return "".join(
+        (_OPENER if asks else _DECLARED_SUBMIT).format(
+            css=text(css), action=text(name), label=text(label)
+        )
+        for name, css, label, asks in pending_buttons(perms)
+    )
+
+
 #: The Retry explanations the rows' buttons point at (aria-describedby), once a table.
 _RETRY_NOTES = (
     '<p class="explain small retry-notes"><span id="retry-explain">{fresh}</span>{due}</p>'
@@ -151,7 +176,8 @@ def pending_table_key(context: template.Context) -> str:
       row shows it: ``PendingRowView.delivered_ms``; the browser writes the idle time),
       whether Retry is due, the payload preview (or "missing") and the last failure;
     - the page: stream, group, snapshot id, filter, how far it looked, where it goes on;
-    - what the user may do (the row buttons' permissions), the due threshold (the Retry
+    - what the user may do (the row buttons' permissions, the declared buttons they
+      allow: ``ackboard_buttons.pending_buttons``), the due threshold (the Retry
       explanations are written from it and the group) and the URL prefixes.
 
     So any change in the pending list (an ack, a delivery, a claim, a new entry at the
@@ -171,7 +197,7 @@ def pending_table_key(context: template.Context) -> str:
         filters.consumer, filters.min_idle_s, filters.start,
         page.scanned, page.scanned_to, page.budget_hit, page.next_start,
         context.get("next_query"), context.get("first_query"), context.get("scan_budget"),
-        allowed, due_ms, urls.entry, urls.action, rows,
+        allowed, tuple(pending_buttons(perms)), due_ms, urls.entry, urls.action, rows,
     )  # fmt: skip
     return hashlib.blake2b(repr(parts).encode(), digest_size=20).hexdigest()
 
@@ -191,7 +217,7 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
         _OPENER.format(css=css, action=action, label=label)
         for perm, action, css, label in _OPENERS
         if allowed(perm)
-    )
+    ) + _declared_openers(perms)
     if can_retry:
         due_ms = retry_idle_ms()
     entry_prefix, action_prefix = escape(urls.entry), escape(urls.action)
@@ -208,7 +234,8 @@ def pending_rows(context: template.Context, rows: Any, stream: str, group: str) 
                 url=f"{action_prefix}{row_id}/", consumer=consumer, explain=explain
             ) + (_DUE if due else "")
         if openers:
-            actions += openers.format(entry_url=entry_url)
+            url = f"{action_prefix}{row_id}/"
+            actions += openers.format(entry_url=entry_url, url=url, consumer=consumer)
         preview = escape(row.preview)
         out.append(
             _ROW.format(
@@ -263,11 +290,12 @@ _CONSUMER = (
 )
 #: The consumer row's Retire button (``{% consumer_rows health retire_url %}``): fleet.js
 #: opens the shared Retire dialog (#row-dialog-retire) for it, posting to ``data-url``.
-_RETIRE = (
-    '  <td class="actions-cell"><button type="button" class="btn small danger" '
-    'data-consumer-dialog="retire" data-consumer="{name}" data-url="{url}">Retire</button>'
-    "</td>\n"
+#: A declared button of a "consumer" row is the same, opening its own shared dialog.
+_CONSUMER_BUTTON = (
+    '<button type="button" class="{css}" data-consumer-dialog="{action}" '
+    'data-consumer="{name}" data-url="{url}">{label}</button>'
 )
+_ACTIONS_CELL = '  <td class="actions-cell">{buttons}</td>\n'
 #: A name no URL can carry gets no button (retire it with manage.py ackboard).
 _NO_RETIRE = '  <td class="actions-cell muted small" title="{why}">—</td>\n'
 _NO_INACTIVE = (
@@ -294,16 +322,24 @@ def _retire_prefix(stream: str, group: str) -> str:
 
 @register.simple_tag
 def consumer_rows(
-    health: Any, stream: str = "", group: str = "", retire: bool = False, now_ms: Any = None
+    health: Any,
+    stream: str = "",
+    group: str = "",
+    retire: bool = False,
+    now_ms: Any = None,
+    perms: Any = None,
 ) -> SafeString:
     """The ``<tr>`` of each consumer of ``health`` (``queue_core.health.GroupHealth``);
-    with ``retire`` (the user may retire consumers), a last cell with its Retire button.
+    with ``retire`` (the user may retire consumers), a last cell with its Retire button,
+    and the declared buttons of "consumer" rows that ``perms`` allow
+    (``ackboard_buttons.consumer_buttons``: each opens its shared dialog).
     With ``now_ms`` (the instant ``health`` was read), the idle and inactive times are
     the instants they started (``since_span``: the browser writes and keeps them current,
     so the table's HTML changes only when what it shows changes); without, durations."""
     since = None if now_ms is None else int(now_ms)
     window = escape(human_ms(health.stuck_after_ms))
-    prefix = _retire_prefix(stream, group) if retire else ""
+    declared = consumer_buttons(perms)
+    prefix = _retire_prefix(stream, group) if retire or declared else ""
     out = []
     for n, judged in enumerate(health.consumers, start=1):
         c = judged.info
@@ -329,11 +365,19 @@ def consumer_rows(
         else:
             seen = _NOT_SEEN.format(window=window)
         actions = ""
-        if retire:
+        if retire or declared:
             problem = name_problem(c.name) if isinstance(c.name, str) else "not text"
             if problem is None:
-                url = f"{prefix}{name_segment(c.name)}/retire/"
-                actions = _RETIRE.format(name=escape(c.name), url=escape(url))
+                base = f"{prefix}{name_segment(c.name)}/"
+                buttons = [
+                    _CONSUMER_BUTTON.format(
+                        css=escape(css), action=escape(action), name=escape(c.name),
+                        url=escape(f"{base}{action}/"), label=escape(label),
+                    )
+                    for action, css, label in ([("retire", "btn small danger", "Retire")]
+                                               if retire else []) + declared
+                ]  # fmt: skip
+                actions = _ACTIONS_CELL.format(buttons="".join(buttons))
             else:
                 actions = _NO_RETIRE.format(why=escape(problem))
         out.append(

@@ -70,19 +70,34 @@ from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import selectors
 from queue_core.types import PendingEntry, PendingPage, PendingRow
 
-ACTIONS: Mapping[str, Action] = {
-    row.name: row
-    for row in (
-        # Pending entries and dead letters: Retry, Claim, Dead-letter, Acknowledge,
-        # Replay, Delete, Purge.
-        *entry_actions.ROWS,
-        # Fleet control: Pause, Resume, Retire, Retire idle consumers.
-        *fleet_actions.ROWS,
-        # Group administration: Create/Delete group, Reset position, Trim.
-        *admin_actions.ROWS,
-    )
-}
-permissions.actions_register({name: row.permission for name, row in ACTIONS.items()})
+#: The modules whose ``ROWS`` make the table, in its order: pending entries and dead
+#: letters (Retry, Claim, Dead-letter, Acknowledge, Replay, Delete, Purge), fleet control
+#: (Pause, Resume, Retire, Retire idle consumers), group administration (Create/Delete
+#: group, Reset position, Trim).
+ROW_MODULES = (entry_actions, fleet_actions, admin_actions)
+_table: dict[str, Action] = {}
+#: Every action by name. Everything derived from the rows reads it when it needs it
+#: (never a copy made at import), so a row is in effect wherever its table is.
+ACTIONS: Mapping[str, Action] = _table
+
+
+def actions_build() -> Mapping[str, Action]:
+    """Build ``ACTIONS`` (in place) from the ``ROWS`` of ``ROW_MODULES`` and register their
+    permissions (``dashboard.access.permissions``). Run once, when this module loads; a
+    test that declares a row of its own runs it again. Two rows with one name are an
+    error: the name is the route's slug, the audit action and the subcommand."""
+    rows = [row for module in ROW_MODULES for row in module.ROWS]
+    names = [row.name for row in rows]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"two action rows named {', '.join(twice)}")
+    _table.clear()
+    _table.update({row.name: row for row in rows})
+    permissions.actions_register({name: row.permission for name, row in _table.items()})
+    return ACTIONS
+
+
+actions_build()
 
 
 def _action(name: str, on: str) -> Action:

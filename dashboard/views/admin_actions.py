@@ -37,13 +37,14 @@ from dashboard.models import AuditEvent
 from dashboard.runtime.connection import get_redis
 from dashboard.views.action_cli import GROUP, STREAM, Arg, Cli, Options, reason, yes
 from dashboard.views.action_runner import ActionResult, BadRequest
-from dashboard.views.action_table import Action, Call
+from dashboard.views.action_table import Action, Call, Remote
 from dashboard.views.admin_forms import (
     CreateGroupForm,
     DeleteGroupForm,
     ResetPositionForm,
     TrimForm,
 )
+from dashboard.views.answer import Answer
 from queue_core import admin, selectors
 
 # --- words ----------------------------------------------------------------------------
@@ -372,6 +373,22 @@ _TRIM_CLI = Cli(
     hint=_trim_hint,
 )
 
+
+def _reset_dry_run(remote: Remote) -> Answer:
+    """Reset position's dry run for a terminal or a script (``admin_dry_runs``, which
+    imports this module's words: imported here, when called)."""
+    from dashboard.views.admin_dry_runs import reset_answer
+
+    return reset_answer(remote)
+
+
+def _trim_dry_run(remote: Remote) -> Answer:
+    """Trim's dry run for a terminal or a script (as ``_reset_dry_run``)."""
+    from dashboard.views.admin_dry_runs import trim_answer
+
+    return trim_answer(remote)
+
+
 #: Administering a group (create, delete, reset its position) is one permission, and
 #: trimming a stream another.
 ROWS: tuple[Action, ...] = (
@@ -403,6 +420,7 @@ ROWS: tuple[Action, ...] = (
             "to undo it."
         ),
         cli=_RESET_CLI,
+        remote_dry_run=_reset_dry_run,
     ),
     Action(
         "trim", "stream", TrimForm, _trim, before=_trim_before,
@@ -413,6 +431,7 @@ ROWS: tuple[Action, ...] = (
             "forced."
         ),
         cli=_TRIM_CLI,
+        remote_dry_run=_trim_dry_run,
     ),
 )  # fmt: skip
 

@@ -2,7 +2,8 @@
 
 Owns, for the two group-administration actions that touch many entries, their dry run
 as a route of its own (``PATTERNS``: ``reset-preview``, ``trim-preview``) for the pages,
-and ``DRY_RUNS`` for ``manage.py ackboard`` and the JSON API. A dry run checks the
+and as an answer for ``manage.py ackboard`` and the JSON API (``reset_answer``,
+``trim_answer``: the rows' ``remote_dry_run``). A dry run checks the
 permission (a denial is audited, as every refused attempt is), reads the preview
 (``admin.position_preview``, ``admin.trim_preview``) and answers a card with the Confirm
 form, or a one-line message, changing and auditing nothing else, as the bulk bar's dry
@@ -41,7 +42,7 @@ from dashboard.views.action_runner import (
     form_data,
     respond,
 )
-from dashboard.views.action_table import Action, target_request
+from dashboard.views.action_table import Action, Remote, target_request
 from dashboard.views.admin_actions import (
     ROWS,
     diff_state,
@@ -55,6 +56,7 @@ from dashboard.views.admin_actions import (
     trim_plan,
 )
 from dashboard.views.admin_forms import PositionForm
+from dashboard.views.answer import Answer, refusal
 from dashboard.views.forms import ActionForm
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import admin
@@ -160,19 +162,21 @@ def trim_message(stream: str, plan: admin.TrimPlan) -> str:
     return message + " Nothing was changed."
 
 
-def _refused(status: int, message: str) -> tuple[int, dict[str, Any]]:
-    result = "error" if status >= 500 else "refused"
-    return status, {"ok": False, "result": result, "message": message}
+def _refused(outcome: ActionResult | None) -> Answer:
+    if outcome is None:
+        return refusal(400, "")
+    return refusal(outcome.status, outcome.message)
 
 
-def _reset_answer(
-    *, user: Operator, stream: str, group: str, fields: Mapping[str, Any], channel: str
-) -> tuple[int, dict[str, Any]]:
+def reset_answer(remote: Remote) -> Answer:
+    """Reset position's dry run for ``manage.py ackboard`` and the JSON API (the row's
+    ``remote_dry_run``): the diff and what the confirmation posts, or the refusal."""
+    stream, group = remote.stream, remote.group
     req, outcome, diff, _ = reset_dry_run(
-        user=user, stream=stream, group=group, fields=fields, channel=channel
+        user=remote.user, stream=stream, group=group, fields=remote.fields, channel=remote.channel
     )
     if outcome is not None or diff is None:
-        return _refused(outcome.status if outcome else 400, outcome.message if outcome else "")
+        return _refused(outcome)
     payload = {
         "ok": True,
         "dry_run": True,
@@ -186,15 +190,18 @@ def _reset_answer(
         "would_refuse": reset_refusal(diff),
         "message": reset_message(group, diff),
     }
-    return 200, payload
+    return Answer(200, payload)
 
 
-def _trim_answer(
-    *, user: Operator, stream: str, group: str, fields: Mapping[str, Any], channel: str
-) -> tuple[int, dict[str, Any]]:
-    req, outcome, plan = trim_dry_run(user=user, stream=stream, fields=fields, channel=channel)
+def trim_answer(remote: Remote) -> Answer:
+    """Trim's dry run for ``manage.py ackboard`` and the JSON API (the row's
+    ``remote_dry_run``): the plan (count, floor), or the refusal."""
+    stream = remote.stream
+    req, outcome, plan = trim_dry_run(
+        user=remote.user, stream=stream, fields=remote.fields, channel=remote.channel
+    )
     if outcome is not None or plan is None:
-        return _refused(outcome.status if outcome else 400, outcome.message if outcome else "")
+        return _refused(outcome)
     payload = {
         "ok": True,
         "dry_run": True,
@@ -203,16 +210,7 @@ def _trim_answer(
         **plan_state(plan),
         "message": trim_message(stream, plan),
     }
-    return 200, payload
-
-
-#: The dry runs of the CLI and the API, by action: called when ``confirm`` is not "1",
-#: as ``DRY_RUNS[action](user=, stream=, group=, fields=, channel=)``, they answer
-#: (HTTP status, JSON payload with ``"dry_run": True`` and a one-line ``message``).
-DRY_RUNS: Mapping[str, Callable[..., tuple[int, dict[str, Any]]]] = {
-    "reset-position": _reset_answer,
-    "trim": _trim_answer,
-}
+    return Answer(200, payload)
 
 
 # --- the dry-run views ------------------------------------------------------------------

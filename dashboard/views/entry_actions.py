@@ -7,8 +7,10 @@ and the message it answers with, its permission, its explanation and its subcomm
 The kind of each row ("pending", "dead-letter", "dead-letters") picks its route, its
 audit fields and its state-before read (``dashboard.views.actions``).
 
-It never reads Redis (the state before is the views') and writes it only through the
-services, one round trip each, atomically.
+It reads Redis only for a terminal's or a script's Purge dry run (the dead-letter
+stream's length and newest id, one round trip through ``queue_core.selectors``; the state
+before is the views') and writes it only through the services, one round trip each,
+atomically.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Any
 
 from django.conf import settings
 
+from dashboard.runtime.connection import get_redis
 from dashboard.views.action_cli import GROUP, STREAM, Arg, Cli, Options, option, reason, yes
-from dashboard.views.action_runner import ActionResult
-from dashboard.views.action_table import Action, Call
+from dashboard.views.action_runner import ActionResult, BadRequest, check_stream
+from dashboard.views.action_table import Action, Call, Remote
+from dashboard.views.answer import Answer, refusal
 from dashboard.views.forms import (
     AcknowledgeForm,
     ActionForm,
@@ -29,8 +33,8 @@ from dashboard.views.forms import (
     DeadLetterForm,
     PurgeForm,
 )
-from queue_core import services
-from queue_core.types import PendingRow
+from queue_core import selectors, services
+from queue_core.types import PendingEntry, PendingRow
 
 
 def _after(call: Call, *, consumer: str, deliveries: int) -> PendingRow | None:
@@ -159,6 +163,59 @@ def _purge(call: Call) -> ActionResult:
     )
 
 
+# --- for a terminal and a script (dashboard.views.remote) ----------------------------------
+
+
+def _claim_seen(fields: Mapping[str, Any], found: PendingEntry | None) -> dict[str, str]:
+    """Claim's guard for a request that names none (no ``seen_idle_ms``): the entry's
+    owner, idle time and deliveries as the action's own state read found them; {} when
+    it is not pending (the action then answers why, as the button would)."""
+    if fields.get("seen_idle_ms") or found is None or found.row is None:
+        return {}
+    row = found.row
+    return {
+        "seen_idle_ms": str(row.idle_ms),
+        "seen_deliveries": str(row.deliveries),
+        "seen_consumer": row.consumer,
+    }
+
+
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _purge_dry_run(remote: Remote) -> Answer:
+    """What a purge would delete: the length and newest id its confirmation must name
+    (``selectors.dead_letter_page``, one round trip)."""
+    stream = remote.stream
+    try:
+        check_stream(stream)
+    except BadRequest as exc:
+        return refusal(exc.status, str(exc))
+    page = selectors.dead_letter_page(client=get_redis(), stream=stream, count=1)
+    length = page.length if page is not None else 0
+    newest = page.rows[0].id if page is not None and page.rows else None
+    message = (
+        f"Dry run: purge would delete {_entries(length)} from the dead-letter stream of "
+        f"{stream}" + (f" (newest {newest})" if newest else "") + ". Nothing was changed."
+    )
+    payload = {
+        "ok": True,
+        "dry_run": True,
+        "action": "purge",
+        "stream": stream,
+        "expected_length": length,
+        "newest_id": newest,
+        "message": message,
+    }
+    return Answer(200, payload)
+
+
+def _purge_typed_name(remote: Remote) -> dict[str, str]:
+    """The typed name guards a click on the wrong page; here the request names it."""
+    return {"confirm_name": remote.stream}
+
+
 def _entry_cli(name: str) -> Cli:
     """``NAME STREAM GROUP ID [ID …]``: one answer per id."""
     args = [STREAM, GROUP, Arg(("ids",), {"nargs": "+", "metavar": "ID"}, target="id")]
@@ -218,6 +275,7 @@ ROWS: tuple[Action, ...] = (
     Action(
         "claim", "pending", ClaimForm, _claim,
         permission="dashboard.claim_entry",
+        remote_guard=_claim_seen,
         explain=(
             "Claim hands it to the consumer you name only until it has been idle for the "
             "workers' --min-idle-ms; then a worker's reclaim sweep takes it back. It counts "
@@ -268,5 +326,7 @@ ROWS: tuple[Action, ...] = (
             "anything was dead-lettered since this page loaded."
         ),
         cli=_PURGE_CLI,
+        remote_dry_run=_purge_dry_run,
+        remote_fields=_purge_typed_name,
     ),
 )  # fmt: skip

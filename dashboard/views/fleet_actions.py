@@ -3,8 +3,9 @@
 Owns four rows of the action table (``ROWS``, merged into
 ``dashboard.views.actions.ACTIONS``), each one service call of ``queue_core.control``
 (pause, resume) or ``queue_core.admin`` (retire, retire-idle) with what it answers, and
-the dry run of Retire idle consumers (``idle_dry_run``, and its page at
-``dashboard:idle-consumers``, one of ``PATTERNS``). The buttons, ``manage.py ackboard``
+the dry run of Retire idle consumers (``idle_dry_run``, its page at
+``dashboard:idle-consumers``, one of ``PATTERNS``, and its answer for a terminal or a
+script, the row's ``remote_dry_run``). The buttons, ``manage.py ackboard``
 and the JSON API all run them through the same runner (permission, form, guard, call,
 audit row, answer):
 
@@ -41,6 +42,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from dashboard.access.permissions import may_act
+from dashboard.display.durations import human_ms
 from dashboard.insight.fleet import pause_state, utc_text
 from dashboard.runtime.connection import get_redis
 from dashboard.views.action_cli import GROUP, STREAM, Arg, Cli, Options, option, reason, yes
@@ -51,7 +53,8 @@ from dashboard.views.action_runner import (
     check_stream,
     form_data,
 )
-from dashboard.views.action_table import Action, Call
+from dashboard.views.action_table import Action, Call, Remote
+from dashboard.views.answer import Answer, refusal
 from dashboard.views.forms import (
     IdleDryRunForm,
     PauseForm,
@@ -205,6 +208,44 @@ def _retire_idle(call: Call) -> ActionResult:
     return ActionResult("ok", message, reported=reported)
 
 
+def _retire_idle_dry_run(remote: Remote) -> Answer:
+    """For a terminal or a script: which consumers Retire idle would retire now (XINFO
+    CONSUMERS and one HGETALL); the confirmation must name them (``names``). Changes
+    nothing, audits nothing."""
+    stream, group, fields = remote.stream, remote.group, remote.fields
+    form = IdleDryRunForm(dict(fields), target=Target(stream=stream, group=group))
+    try:
+        check_stream(stream)
+        check_group(group)
+        form.is_valid()
+        idle_ms = form_data(form)["idle"]
+        found = idle_dry_run(client=get_redis(), stream=stream, group=group, idle_ms=idle_ms)
+    except BadRequest as exc:
+        return refusal(exc.status, str(exc))
+    except ActionRefused as exc:  # no such group
+        return refusal(404, str(exc))
+    names = [c.name for c in found]
+    whose = f"{len(names)} consumer{'' if len(names) == 1 else 's'} of {group}"
+    message = (
+        f"Dry run: {whose} idle at least {human_ms(idle_ms)}, holding nothing, without a live "
+        f"heartbeat{': ' + ', '.join(names) if names else ''}. Nothing was changed."
+    )
+    payload = {
+        "ok": True,
+        "dry_run": True,
+        "action": "retire-idle",
+        "stream": stream,
+        "group": group,
+        "idle": str(fields.get("idle", "")).strip(),
+        "idle_ms_at_least": idle_ms,
+        "count": len(names),
+        "names": names,
+        "idle_ms": {c.name: c.idle_ms for c in found},
+        "message": message,
+    }
+    return Answer(200, payload)
+
+
 def _retire_idle_hint(payload: Mapping[str, Any], options: Options) -> str:
     if not payload["names"]:
         return ""
@@ -297,6 +338,7 @@ ROWS: tuple[Action, ...] = (
             "hold nothing and have no live heartbeat, each checked again as it is deleted."
         ),
         cli=_RETIRE_IDLE_CLI,
+        remote_dry_run=_retire_idle_dry_run,
     ),
 )  # fmt: skip
 

@@ -5,18 +5,18 @@ fields its button would post) into the button's own call, ``actions.action_run``
 ``bulk.bulk_run``, and the outcome into one ``Answer``: an HTTP status and a JSON-able
 payload whose ``message`` is the one line a terminal prints.
 
-A terminal has not seen a page, so where a button posts what its page showed, this
-module reads it first, through selectors, and only for a user who may run the action:
+A terminal has not seen a page, so where a button posts what its page showed, the
+request is completed first, and only for a user who may run the action:
 
 - a bulk dry run without ``snapshot_id`` is scoped to the group's newest pending id
   (one XPENDING summary, O(1)), and says which, so the confirmation names it;
-- a Claim without ``seen_idle_ms`` takes the entry's owner, idle time and deliveries
-  as the action's own state read found them (no extra round trip) as its
-  compare-and-set guard;
-- a Purge without ``confirm`` is a dry run: the dead-letter stream's length and newest
-  id (one round trip), which the confirmation must name.
-- a Retire idle consumers without ``confirm`` is a dry run: the consumers it would
-  retire (XINFO CONSUMERS and one HGETALL), which the confirmation must name (``names``).
+- for one action, what its row declares (``Action.remote_dry_run``, ``remote_fields``,
+  ``remote_guard``): without ``confirm``, its dry run (Purge: the dead-letter stream's
+  length and newest id; Retire idle consumers: the consumers it would retire; Reset
+  position and Trim: their previews), which the confirmation must name; the fields its
+  request names already (Purge's typed stream name); the guard a page would have shown
+  (Claim's owner, idle time and deliveries, from the action's own state read, no extra
+  round trip). This module has no code of its own per action.
 
 A confirmed bulk step or purge still needs what its dry run printed, so nothing newer
 than what the operator was shown is ever touched. It never writes to Redis or SQL
@@ -27,12 +27,11 @@ propagates for the caller to answer (503, or exit status 5).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dashboard.access.permissions import may_act
-from dashboard.display.durations import human_ms
 from dashboard.runtime.connection import get_redis
 from dashboard.views.action_runner import (
     ActionRequest,
@@ -41,42 +40,18 @@ from dashboard.views.action_runner import (
     Operator,
     check_group,
     check_stream,
-    form_data,
 )
-from dashboard.views.actions import action_run
-from dashboard.views.admin_dry_runs import DRY_RUNS
+from dashboard.views.action_table import Remote
+from dashboard.views.actions import ACTIONS, action_run
+from dashboard.views.answer import Answer, refusal
+
+__all__ = ["Answer", "Fields", "action_answer", "bulk_answer", "refusal"]
 from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
-from dashboard.views.fleet_actions import idle_dry_run
-from dashboard.views.forms import IdleDryRunForm, Target
 from queue_core import selectors
 from queue_core.results import BulkResult, BulkScope
-from queue_core.types import ActionRefused, PendingEntry
 
 #: What a remote request posts: the button's form fields (``ids`` is a list).
 Fields = Mapping[str, str | list[str]]
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One answer: the HTTP status (the CLI maps it to an exit status) and the JSON body.
-    ``payload["message"]`` is the one line a terminal prints."""
-
-    status: int
-    payload: dict[str, Any]
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200
-
-    @property
-    def line(self) -> str:
-        return str(self.payload["message"])
-
-
-def refusal(status: int, message: str, **extra: Any) -> Answer:
-    """An answer that did nothing: bad input, no token, unknown, refused, Redis down."""
-    result = "error" if status >= 500 else "refused"
-    return Answer(status, {"ok": False, "result": result, "message": message, **extra})
 
 
 def _confirmed(fields: Fields) -> bool:
@@ -111,81 +86,6 @@ def _outcome_answer(req: ActionRequest, outcome: ActionResult) -> Answer:
 # --- one action -------------------------------------------------------------------------
 
 
-def _claim_seen(found: PendingEntry | None) -> dict[str, str]:
-    """The entry's owner, idle time and deliveries as the action's own state read found
-    them, as Claim's guard; {} when it is not pending (the action then answers why, as
-    the button would)."""
-    if found is None or found.row is None:
-        return {}
-    row = found.row
-    return {
-        "seen_idle_ms": str(row.idle_ms),
-        "seen_deliveries": str(row.deliveries),
-        "seen_consumer": row.consumer,
-    }
-
-
-def _purge_dry_run(stream: str) -> Answer:
-    """What a purge would delete: the length and newest id its confirmation must name."""
-    try:
-        check_stream(stream)
-    except BadRequest as exc:
-        return refusal(exc.status, str(exc))
-    page = selectors.dead_letter_page(client=get_redis(), stream=stream, count=1)
-    length = page.length if page is not None else 0
-    newest = page.rows[0].id if page is not None and page.rows else None
-    message = (
-        f"Dry run: purge would delete {_plural(length)} from the dead-letter stream of "
-        f"{stream}" + (f" (newest {newest})" if newest else "") + ". Nothing was changed."
-    )
-    payload = {
-        "ok": True,
-        "dry_run": True,
-        "action": "purge",
-        "stream": stream,
-        "expected_length": length,
-        "newest_id": newest,
-        "message": message,
-    }
-    return Answer(200, payload)
-
-
-def _retire_idle_dry_run(stream: str, group: str, fields: Fields) -> Answer:
-    """Which consumers Retire idle would retire now (XINFO CONSUMERS and one HGETALL);
-    the confirmation must name them (``names``). Changes nothing, audits nothing."""
-    form = IdleDryRunForm(dict(fields), target=Target(stream=stream, group=group))
-    try:
-        check_stream(stream)
-        check_group(group)
-        form.is_valid()
-        idle_ms = form_data(form)["idle"]
-        found = idle_dry_run(client=get_redis(), stream=stream, group=group, idle_ms=idle_ms)
-    except BadRequest as exc:
-        return refusal(exc.status, str(exc))
-    except ActionRefused as exc:  # no such group
-        return refusal(404, str(exc))
-    names = [c.name for c in found]
-    whose = f"{len(names)} consumer{'' if len(names) == 1 else 's'} of {group}"
-    message = (
-        f"Dry run: {whose} idle at least {human_ms(idle_ms)}, holding nothing, without a live "
-        f"heartbeat{': ' + ', '.join(names) if names else ''}. Nothing was changed."
-    )
-    payload = {
-        "ok": True,
-        "dry_run": True,
-        "action": "retire-idle",
-        "stream": stream,
-        "group": group,
-        "idle": str(fields.get("idle", "")).strip(),
-        "idle_ms_at_least": idle_ms,
-        "count": len(names),
-        "names": names,
-        "idle_ms": {c.name: c.idle_ms for c in found},
-        "message": message,
-    }
-    return Answer(200, payload)
-
-
 def action_answer(
     *,
     user: Operator,
@@ -196,23 +96,24 @@ def action_answer(
     fields: Fields,
     channel: str,
 ) -> Answer:
-    """Run one action of ``actions.ACTIONS`` as ``user``, as its button would."""
+    """Run one action of ``actions.ACTIONS`` as ``user``, as its button would.
+
+    What differs from a button is the row's to say (``Action.remote_dry_run``,
+    ``remote_fields``, ``remote_guard``), applied only for a user who may act (else the
+    runner's audited 403): without ``confirm``, a row with a dry run answers it; the
+    fields its request names already are added; a pending row's guard fields the request
+    left blank come from the action's own state read."""
     data: dict[str, Any] = dict(fields)
-    if action == "purge" and may_act(user, action, stream):
-        if not _confirmed(fields):
-            return _purge_dry_run(stream)
-        # The typed name guards a click on the wrong page; here the request names it.
-        data["confirm_name"] = stream
-    if action == "retire-idle" and may_act(user, action, stream) and not _confirmed(fields):
-        return _retire_idle_dry_run(stream, group, fields)
-    if action in DRY_RUNS and not _confirmed(fields) and may_act(user, action, stream):
-        # Reset position and Trim: a dry run unless confirmed, as their pages' (not audited).
-        status, payload = DRY_RUNS[action](
-            user=user, stream=stream, group=group, fields=data, channel=channel
-        )
-        return Answer(status, payload)
-    # Claim without a guard takes it from the state read, after the permission check.
-    fill = _claim_seen if action == "claim" and not fields.get("seen_idle_ms") else None
+    row = ACTIONS.get(action)
+    guard = None
+    if row is not None and may_act(user, action, stream):
+        remote = Remote(user=user, stream=stream, group=group, fields=data, channel=channel)
+        if row.remote_dry_run is not None and not _confirmed(fields):
+            return row.remote_dry_run(remote)
+        if row.remote_fields is not None:
+            data.update(row.remote_fields(remote))
+        if row.remote_guard is not None:
+            guard = functools.partial(row.remote_guard, fields)
     req, outcome = action_run(
         user=user,
         action=action,
@@ -221,7 +122,7 @@ def action_answer(
         target_id=target_id,
         data=data,
         channel=channel,
-        fill=fill,
+        fill=guard,
     )
     return _outcome_answer(req, outcome)
 

@@ -172,7 +172,7 @@ def cause_streams(client: Client) -> set[str]:
 def audit_streams(client: Client) -> set[str]:
     response = client.get(reverse("dashboard:audit-csv"))
     assert response.status_code == 200
-    text = b"".join(response.streaming_content).decode()
+    text = response.getvalue().decode()
     return {row["stream"] for row in csv.DictReader(io.StringIO(text))}
 
 
@@ -368,7 +368,7 @@ PATTERN_POOL = ("orders:*", "orders:a", "billing:?", "*", "b*", "nothing:*")
 @st.composite
 def roles(draw: Any) -> list[tuple[frozenset[str], tuple[str, ...]]]:
     """One to three roles, each a permission set and its patterns (none: everywhere)."""
-    return draw(
+    drawn: list[tuple[frozenset[str], tuple[str, ...]]] = draw(
         st.lists(
             st.tuples(
                 PERM_SETS.map(frozenset),
@@ -378,6 +378,7 @@ def roles(draw: Any) -> list[tuple[frozenset[str], tuple[str, ...]]]:
             max_size=3,
         )
     )
+    return drawn
 
 
 def _expected(

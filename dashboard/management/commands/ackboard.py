@@ -8,7 +8,7 @@ row names the user with the channel "cli". So an on-call engineer can script a f
 it is still audited under their name. ``token issue|revoke|list``
 manages API tokens (``dashboard.access.api_tokens``).
 
-Each subcommand is a row of ``SUBCOMMANDS`` (``dashboard.management.table.Subcommand``: its
+Each subcommand is a row of ``subcommands()`` (``dashboard.management.table.Subcommand``: its
 word, help, arguments and steps). An action's row is derived from its declaration
 (``Action.cli``: its arguments and the form fields they post,
 ``dashboard.management.table.action_subcommand``), so a new action's subcommand is part
@@ -38,14 +38,13 @@ from dashboard.management.table import Options, Step, Subcommand, action_subcomm
 from dashboard.models import ApiToken
 from dashboard.runtime.middleware import redis_problem
 from dashboard.views.actions import ACTIONS
+from dashboard.views.bulk import BULK_ACTIONS
 from dashboard.views.remote import Answer, bulk_answer, refusal
 from queue_core.errors import invalid_id
 
 #: The exit status for each answer's HTTP status.
 EXIT = {200: 0, 409: 1, 400: 2, 401: 3, 403: 3, 404: 4, 503: 5}
 DATABASE_EXIT = 6
-
-BULK_ACTIONS = ("retry", "dead-letter", "acknowledge")
 
 
 def _exit(answer: Answer) -> int:
@@ -55,8 +54,11 @@ def _exit(answer: Answer) -> int:
 # --- the subcommands --------------------------------------------------------------------
 
 
+# Bulk stays one subcommand with a handler of its own, not a row per action: its action is
+# an argument (one of bulk's own table, ``BULK_ACTIONS``) and its arguments are the bulk
+# scope's (ids or a filter, snapshot, cursor), the same for every bulk action.
 def _bulk_arguments(p: ArgumentParser) -> None:
-    p.add_argument("action", choices=BULK_ACTIONS)
+    p.add_argument("action", choices=tuple(BULK_ACTIONS))
     p.add_argument("stream")
     p.add_argument("group")
     p.add_argument("--ids", nargs="+", default=None, metavar="ID", help="These entries.")
@@ -107,36 +109,42 @@ def _bulk(user: User, options: Options) -> Answer:
     return answer
 
 
-#: The actions' own subcommands, derived from their declarations (``Action.cli``).
-_ACTION_ROWS = [action_subcommand(row) for row in ACTIONS.values() if row.cli is not None]
 #: The kinds whose subcommands come before bulk's in the help.
 _BEFORE_BULK = ("pending", "dead-letter", "dead-letters")
-
-#: Every subcommand but ``token``: the actions on entries and dead letters, bulk, the
-#: other actions (the fleet's and group administration's), then redrive's.
-SUBCOMMANDS: tuple[Subcommand, ...] = (
-    *(sub for sub in _ACTION_ROWS if ACTIONS[sub.name].on in _BEFORE_BULK),
-    Subcommand(
-        "bulk", "many pending entries (dry run unless --yes)", _bulk_arguments, single(_bulk)
-    ),
-    *(sub for sub in _ACTION_ROWS if ACTIONS[sub.name].on not in _BEFORE_BULK),
-    *redrive_cli.SUBCOMMANDS,  # redrive dead letters
+_BULK = Subcommand(
+    "bulk", "many pending entries (dry run unless --yes)", _bulk_arguments, single(_bulk)
 )
 
 
-class Command(BaseCommand):
-    help = (
-        "Run an operator action as a named user (audited under their name): "
-        + ", ".join(row.name for row in SUBCOMMANDS)
-        + "; or manage API tokens."
+def subcommands() -> tuple[Subcommand, ...]:
+    """Every subcommand but ``token``: the actions on entries and dead letters, bulk, the
+    other actions (the fleet's and group administration's), then redrive's. The actions'
+    own are derived from their declarations (``Action.cli``), from the table as it is."""
+    rows = [action_subcommand(row) for row in ACTIONS.values() if row.cli is not None]
+    return (
+        *(sub for sub in rows if ACTIONS[sub.name].on in _BEFORE_BULK),
+        _BULK,
+        *(sub for sub in rows if ACTIONS[sub.name].on not in _BEFORE_BULK),
+        *redrive_cli.SUBCOMMANDS,  # redrive dead letters
     )
+
+
+class Command(BaseCommand):
+    @property
+    def help(self) -> str:  # type: ignore[override]
+        """The subcommands of the table as it is."""
+        return (
+            "Run an operator action as a named user (audited under their name): "
+            + ", ".join(row.name for row in subcommands())
+            + "; or manage API tokens."
+        )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         common = ArgumentParser(add_help=False)
         common.add_argument("--user", required=True, help="Act as this user (required).")
         common.add_argument("--json", action="store_true", help="One JSON object per line.")
         sub = parser.add_subparsers(dest="command", required=True, metavar="ACTION")
-        for row in SUBCOMMANDS:
+        for row in subcommands():
             row.arguments(sub.add_parser(row.name, parents=[common], help=row.help))
         token = sub.add_parser("token", help="issue, revoke or list API tokens")
         verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -166,7 +174,7 @@ class Command(BaseCommand):
         user = User.objects.filter(username=options["user"]).first()
         if user is None or not user.is_active:
             raise CommandError(f"no active user {options['user']!r}", returncode=3)
-        row = next(row for row in SUBCOMMANDS if row.name == options["command"])
+        row = next(row for row in subcommands() if row.name == options["command"])
         answers = [self._call(step) for step in row.steps(user, options)]
         self._report(answers, as_json=options["json"])
 

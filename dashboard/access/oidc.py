@@ -42,7 +42,7 @@ from mozilla_django_oidc.views import (
     OIDCAuthenticationRequestView,
 )
 
-from dashboard.access.sso_config import USERNAME_ATTR
+from dashboard.access.sso_config import GROUP_ROLE, USERNAME_ATTR
 
 log = logging.getLogger("ackboard.access.oidc")
 
@@ -232,8 +232,12 @@ class RoleMappingBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # th
             claim=settings.ACKBOARD_OIDC_GROUPS_CLAIM,
             mapping=settings.ACKBOARD_OIDC_ROLES,
         )
-        names = [_roles()[role] for role in sorted(roles)]
-        user.groups.set(Group.objects.filter(name__in=names))
+        # A built-in role is its grant_role group; "group:<name>" names a group itself.
+        names = [_roles().get(role) or role.removeprefix(GROUP_ROLE) for role in sorted(roles)]
+        granted = list(Group.objects.filter(name__in=names))
+        user.groups.set(granted)
+        if not granted:
+            roles = set()  # mapped only to groups that do not exist: no role
         email = claims.get("email")
         if isinstance(email, str) and email != user.email:
             user.email = email

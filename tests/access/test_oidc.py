@@ -57,13 +57,15 @@ class RoleMapParseTests:
             "ackboard-operators": "operator",
             "a=b": "read-only",
         }
+        assert role_map_parse("orders=group:orders team") == {"orders": "group:orders team"}
 
     @pytest.mark.parametrize(
         ("value", "message"),
         [
             ("ackboard-operators", "is not <provider group>=<role>"),
             ("=operator", "is not <provider group>=<role>"),
-            ("admins=superuser", "role 'superuser' is not one of operator, read-only"),
+            ("admins=superuser", "role 'superuser' is not one of operator, read-only or group:"),
+            ("admins=group:", "role 'group:' is not one of"),
             (" , ", "maps no provider group to a role"),
         ],
     )

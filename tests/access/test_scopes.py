@@ -440,3 +440,29 @@ def test_no_page_push_export_or_action_leaves_the_users_patterns(
     assert failure_streams(client) == readable  # every stream has a failure
     assert metric_streams(client) == readable
     assert audit_streams(client) <= readable
+
+
+def test_single_sign_on_maps_a_provider_group_to_a_scoped_team_role(
+    world: World, django_user_model: type[User], prefix: str, settings: SettingsWrapper
+) -> None:
+    """``ACKBOARD_OIDC_ROLES``'s ``group:<name>`` names a group of the admin site, whose
+    patterns then decide the streams, as for a local user; a group that does not exist
+    earns no role (the sign-on is refused)."""
+    from django.test import RequestFactory
+
+    from dashboard.access.oidc import REFUSAL_ATTR, RoleMappingBackend
+
+    role("orders team", ("view_queues",), (prefix + "orders:*",))
+    settings.ACKBOARD_OIDC_GROUPS_CLAIM = "groups"
+    settings.ACKBOARD_OIDC_ROLES = {"orders": "group:orders team", "ghosts": "group:nobody"}
+    backend = RoleMappingBackend.__new__(RoleMappingBackend)
+    backend.request = RequestFactory().get("/oidc/callback/")
+    user = django_user_model.objects.create_user(username="sso-user")
+
+    assert backend.update_user(user, {"groups": ["orders"]}) is user
+    assert not hasattr(backend.request, REFUSAL_ATTR)
+    assert overview_names(logged_in(user)) == {world.name("orders:a"), world.name("orders:b")}
+
+    backend.update_user(user, {"groups": ["ghosts"]})
+    assert hasattr(backend.request, REFUSAL_ATTR)
+    assert list(user.groups.all()) == []

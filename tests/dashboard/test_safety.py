@@ -391,20 +391,31 @@ class HostileInputTests:
         assert r.xpending(world.stream, world.group)["pending"] == 2
         assert r.xlen(stream_keys(world.stream).dlq) == 1
 
-    def test_hostile_action_forms(self, root: Client, world: World, r: redis.Redis) -> None:
+    @pytest.mark.parametrize(
+        ("where", "action"),
+        [("entry", a) for a in ("retry", "claim", "dead-letter", "acknowledge")]
+        + [("bulk", a) for a in ("retry", "dead-letter")]
+        + [("dlq", a) for a in ("replay", "delete")]
+        + [("purge", "purge")],
+    )
+    def test_hostile_action_forms(
+        self, root: Client, world: World, r: redis.Redis, where: str, action: str
+    ) -> None:
+        """One action's form with every hostile value in every field (a test per action:
+        about 500 POSTs each, so the suite's workers share them)."""
         s, g = _seg(world.stream), _seg(world.group)
         # Aimed at an id that is not pending, so even a form that passes changes nothing.
         missing = "1-1"
         values = HOSTILE_IDS + HOSTILE_NAMES + ["x" * 1_000_000, ""]
-        targets = [
-            (f"/streams/{s}/groups/{g}/entries/{missing}/{a}/", a)
-            for a in ("retry", "claim", "dead-letter", "acknowledge")
-        ]
         # Bulk on a group with nothing pending: every scope reaches Redis and finds nothing.
         r.xgroup_create(world.stream, "idle", id="$")
-        targets += [(f"/streams/{s}/groups/idle/bulk/{a}/", a) for a in ("retry", "dead-letter")]
-        targets += [(f"/streams/{s}/dlq/{missing}/{a}/", a) for a in ("replay", "delete")]
-        targets += [(f"/streams/{s}/dlq/purge/", "purge")]
+        url = {
+            "entry": f"/streams/{s}/groups/{g}/entries/{missing}/{action}/",
+            "bulk": f"/streams/{s}/groups/idle/bulk/{action}/",
+            "dlq": f"/streams/{s}/dlq/{missing}/{action}/",
+            "purge": f"/streams/{s}/dlq/purge/",
+        }[where]
+        targets = [(url, action)]
         fields = [
             "reason",
             "consumer",

@@ -10,7 +10,6 @@ from typing import Any
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -18,6 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.access.audit import AuditFilter, audit_list
 from dashboard.access.permissions import action_permissions, queues_view_required
 from dashboard.models import AuditEvent
+from queue_core import clock
 
 PAGE_SIZE = 50
 #: Spreadsheet apps run a cell that starts with one of these as a formula (CSV injection).
@@ -119,6 +119,6 @@ def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     """Every row matching the page's filters, streamed (constant memory for large exports)."""
     events = audit_list(filters=_filters(request)).iterator(chunk_size=500)
     response = StreamingHttpResponse(_csv_rows(events), content_type="text/csv; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    stamp = clock.now_utc().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="ackboard-audit-{stamp}.csv"'
     return response

@@ -6,8 +6,9 @@ any date and under any load. The ``clock`` fixture (tests/conftest.py) freezes i
 ``FIXED_MS`` for one test; ``frozen_clock`` does the same as a context manager.
 
 It moves only what ``queue_core.clock`` answers in this process: Redis's own time (entry
-ids that Redis assigns, XPENDING's idle, TIME) and worker subprocesses keep the real
-clock, so a frozen test writes its entry ids itself (``entry_id_at``).
+ids that Redis assigns, XPENDING's idle, TIME, a key's PXAT expiry), Django's own
+(sessions, django-axes) and worker subprocesses keep the real clock, so a frozen test
+writes its entry ids itself (``entry_id_at``) and sets no PXAT from the frozen time.
 """
 
 from __future__ import annotations

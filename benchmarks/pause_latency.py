@@ -27,8 +27,8 @@ import redis
 
 from benchmarks._common import redis_for_benchmark, server_version
 from queue_core import Job, Worker
+from queue_core.clock import now_ms
 from queue_core.control import heartbeats_read, pause_clear, pause_set
-from queue_core.failures import now_ms
 
 STREAM, GROUP = "bench:pause", "g"
 TARGET_S = 1.0

@@ -21,10 +21,10 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils import timezone
 
 from dashboard.access.api_tokens import token_issue
 from dashboard.models import ApiToken, StreamScope
+from queue_core import clock
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[ApiToken]
@@ -78,7 +78,7 @@ class ApiTokenAdmin(_ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=clock.now_utc())
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
 
 

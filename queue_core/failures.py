@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import traceback
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 import redis
 
+from queue_core.clock import now_ms
 from queue_core.connection import Client, publisher
 from queue_core.events import event_message
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
@@ -66,10 +66,6 @@ class FailureRecord:
             "duration_ms": f"{self.duration_ms:.3f}",
             "failed_at_ms": str(self.failed_at_ms or now_ms()),
         }
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def failure_from_exception(

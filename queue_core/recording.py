@@ -49,13 +49,13 @@ import redis
 import redis.asyncio
 from redis.commands.core import AsyncScript
 
+from queue_core.clock import now_ms
 from queue_core.events import event_message
 from queue_core.failures import (
     FAILURES_MAXLEN,
     FailureRecord,
     _replies_sort,
     failure_from_exception,
-    now_ms,
 )
 from queue_core.jobs import Outcome
 from queue_core.keys import EVENTS_CHANNEL, stream_keys

@@ -45,6 +45,7 @@ from typing import Any
 from redis.cluster import RedisCluster
 
 from queue_core import selectors
+from queue_core.clock import now_s
 from queue_core.connection import Client
 from queue_core.keys import allowed, stream_visible
 from queue_core.types import StreamSummary
@@ -62,8 +63,8 @@ class IndexSnapshot:
     """The names as of now: sorted, immutable, with how fresh they are.
 
     ``generation`` changes whenever ``names`` does. ``refreshed_at`` is the wall-clock time
-    (``time.time()``) at which the last *complete* pass started, None before the first one
-    completes. ``truncated`` is True when the safety cap stopped the last pass.
+    (``queue_core.clock.now_s()``) at which the last *complete* pass started, None before
+    the first one completes. ``truncated`` is True when the safety cap stopped the last pass.
     """
 
     names: tuple[str, ...]
@@ -133,7 +134,7 @@ class StreamIndex:
         scan_count: int = SCAN_STEP_COUNT,
         batch: int = SUMMARY_BATCH,
         refresh_s: float = REFRESH_S,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = now_s,
     ) -> None:
         self.patterns = tuple(patterns)
         self.cap = cap

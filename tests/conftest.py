@@ -22,6 +22,7 @@ import redis
 
 from queue_core.connection import Client, connect
 from queue_core.keys import EVENTS_CHANNEL
+from tests.clock import FrozenClock, frozen_clock
 from tests.factories import CountingRedis, RecordingRedis
 from tests.health_scenario import engine
 from tests.postgres_server import PostgresServer, running_postgres
@@ -171,6 +172,14 @@ def events(r: redis.Redis) -> Iterator[redis.client.PubSub]:
 
 
 # --- servers of a test's own ------------------------------------------------------------
+
+
+@pytest.fixture
+def clock() -> Iterator[FrozenClock]:
+    """``queue_core.clock`` frozen at ``tests.clock.FIXED_MS`` for this test; move it with
+    ``clock.advance``."""
+    with frozen_clock() as frozen:
+        yield frozen
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def seed(r: redis.Redis, prefix: str) -> Scenario:
     r.xack(s.troubled, s.abandoned, _oldest_pending_id(r, s.troubled, s.abandoned))
     r.xack(s.troubled, s.healthy, *_read(r, s.troubled, s.healthy, "w-live"))
     r.xack(s.fine, s.quiet, *_read(r, s.fine, s.quiet, "w-quiet"))
-    time.sleep(DEAD_AFTER_S)
+    time.sleep(DEAD_AFTER_S)  # consumers' idle: Redis's own (XINFO CONSUMERS), not settable
     s.keep_alive(r)
     return s
 

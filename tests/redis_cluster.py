@@ -196,7 +196,7 @@ class RedisCluster:
                 if time.monotonic() > deadline:
                     self.cleanup()
                     raise RedisUnavailable(f"cluster node on port {node.port} did not answer")
-                time.sleep(0.02)
+                time.sleep(0.02)  # poll: until it answers or the deadline above
         finally:
             client.close()
 
@@ -246,7 +246,7 @@ class RedisCluster:
                 role = _command(client, "ROLE")
                 if role and role[0] in (b"master", "master"):
                     return
-                time.sleep(0.02)
+                time.sleep(0.02)  # poll: until it answers or the deadline above
             raise RuntimeError(f"node {replica_port} did not become a primary")
         finally:
             client.close()
@@ -396,5 +396,5 @@ class RedisCluster:
                 last = "slots not fully covered"
             elif ok:
                 last = f"nodes disagree on the slot map ({len(maps)} versions)"
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll: until the cluster is ok or the deadline above
         raise RedisUnavailable(f"cluster did not reach cluster_state:ok: {last}")

@@ -144,7 +144,7 @@ class RedisServer:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise RedisUnavailable(f"{binary} did not answer on port {self.port}")
-                time.sleep(0.02)
+                time.sleep(0.02)  # poll: until it answers or the deadline above
         finally:
             client.close()
 

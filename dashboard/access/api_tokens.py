@@ -23,9 +23,9 @@ import secrets
 from datetime import timedelta
 
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from dashboard.models import ApiToken
+from queue_core import clock
 
 PREFIX = "ackb_"
 _TOKEN = re.compile(r"\Aackb_(?P<key_id>[0-9a-f]{12})_(?P<secret>[A-Za-z0-9_-]{43})\Z")
@@ -61,7 +61,7 @@ def token_authenticate(token: str) -> ApiToken | None:
         return None
     if row.revoked_at is not None or not row.user.is_active:
         return None
-    now = timezone.now()
+    now = clock.now_utc()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         row.last_used_at = now
@@ -75,6 +75,6 @@ def token_revoke(*, key_id: str) -> ApiToken | None:
     if row is None:
         return None
     if row.revoked_at is None:
-        row.revoked_at = timezone.now()
+        row.revoked_at = clock.now_utc()
         row.save(update_fields=["revoked_at"])
     return row

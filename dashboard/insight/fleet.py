@@ -22,7 +22,6 @@ heartbeat that cannot be read is skipped). Never writes Redis or SQL; never rend
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from django.conf import settings
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from queue_core import control
+from queue_core import clock, control
 from queue_core.connection import Client
 from queue_core.control import FleetState, Heartbeat, Pause
 from queue_core.errors import wrong_type
@@ -60,10 +59,6 @@ class GroupFleet:
     #: Heartbeat fields that could not be read (not JSON, past the reader's bounds, not a
     #: heartbeat): skipped, and counted so the page can say so.
     unreadable: int = 0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _pause_of(reply: Any, now_ms: int) -> Pause | None:
@@ -128,7 +123,7 @@ def fleets_read(
     and an HGETALL per group. A stream whose keys cannot share its slot
     (``CrossSlotName``) has none, and says why (``GroupFleet.problem``). Connection errors and
     timeouts propagate."""
-    now = _now_ms() if now_ms is None else now_ms
+    now = clock.now_ms() if now_ms is None else now_ms
     raw, unreadable = _replies(client, groups)
     read = {pair: _fleet(pause, workers, now) for pair, (pause, workers) in raw.items()}
     return {**read, **{pair: GroupFleet(None, (), problem=why) for pair, why in unreadable.items()}}
@@ -208,7 +203,7 @@ def fleet_stamps(
     page shows of it changed. A live worker's ``seen_ms`` is left out (it moves every
     beat); its going stale is in (``now_ms`` decides). One pipelined round trip, a GET
     and an HGETALL per group; the replies are compared as they came, not parsed."""
-    now = _now_ms() if now_ms is None else now_ms
+    now = clock.now_ms() if now_ms is None else now_ms
     raw, unreadable = _replies(client, groups)
     stamps = {pair: _stamp_of(pause, workers, now) for pair, (pause, workers) in raw.items()}
     return {**stamps, **{pair: ("unreadable", why) for pair, why in unreadable.items()}}
@@ -337,7 +332,7 @@ def fleet_context(
     replies of ``fleet_queue``'s commands read in another one, and the page's own XINFO
     CONSUMERS. Not-pausable consumers are those seen within ``ACKBOARD_STUCK_AFTER_MS``
     without a live heartbeat."""
-    now = _now_ms()
+    now = clock.now_ms()
     fleet = (
         fleet_read(client=client, stream=stream, group=group, now_ms=now)
         if replies is None
@@ -444,6 +439,6 @@ def metrics_fleets(*, client: Client, groups: Sequence[Group], cap: int) -> Flee
     """The collector over the first ``cap`` of ``groups`` (sorted): one pipelined round
     trip, two commands a group; the rest are counted as unread."""
     pairs = sorted(set(groups))
-    now = _now_ms()
+    now = clock.now_ms()
     fleets = fleets_read(client=client, groups=pairs[:cap], now_ms=now)
     return FleetCollector(fleets, now, unread=max(0, len(pairs) - cap))

@@ -9,10 +9,10 @@ re-read about once a second. One indexed SELECT of at most six rows; never Redis
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from dashboard.redrive.models import RedriveJob
+from queue_core import clock
 
 
 def redrive_stamp(stream: str) -> Any:
@@ -24,4 +24,4 @@ def redrive_stamp(stream: str) -> Any:
     showing_canary = any(
         state in (RedriveJob.State.CANARY, RedriveJob.State.WAITING) for _, state, *_ in rows
     )
-    return (tuple(rows), int(time.time()) if showing_canary else None)
+    return (tuple(rows), int(clock.now_s()) if showing_canary else None)

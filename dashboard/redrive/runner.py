@@ -36,11 +36,11 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from dashboard.access.audit import audit_record
 from dashboard.redrive.models import RedriveJob
 from dashboard.redrive.selection import RedriveFilter, pages
+from queue_core import clock
 from queue_core.connection import Client
 from queue_core.events import event_publish
 from queue_core.scripts.binding import Refusal
@@ -94,7 +94,7 @@ def claim(
     """Take the oldest job a runner should work on whose lease is free or expired (or
     ``job_id``'s), or None. One conditional UPDATE per candidate: atomic on SQLite and
     PostgreSQL, so two runners never both take one job."""
-    now = time.time()
+    now = clock.now_s()
     lease = lease_s() if lease is None else lease
     candidates = RedriveJob.objects.filter(state__in=RedriveJob.ACTIVE).filter(
         Q(lease_until__lt=now) | Q(lease_owner=owner)
@@ -148,8 +148,8 @@ class _Work:
             "cursor": job.cursor,
             "canary_replays": job.canary_replays,
             "last_error": job.last_error,
-            "lease_until": time.time() + self.lease,
-            "updated_at": timezone.now(),
+            "lease_until": clock.now_s() + self.lease,
+            "updated_at": clock.now_utc(),
             **extra,
         }
         if not RedriveJob.objects.filter(pk=job.pk, lease_owner=self.owner).update(**fields):
@@ -175,7 +175,7 @@ def replay_one(client: Client, job: RedriveJob, dlq_id: str) -> str:
         job.canary_replays = [
             *job.canary_replays,
             {"dlq_id": dlq_id, "new_id": result.new_id, "group": result.group,
-             "origin_id": result.origin_id, "at_ms": int(time.time() * 1000)},
+             "origin_id": result.origin_id, "at_ms": clock.now_ms()},
         ]  # fmt: skip
     event_publish(
         client=client, type="action", stream=job.stream, group=result.group,
@@ -186,7 +186,7 @@ def replay_one(client: Client, job: RedriveJob, dlq_id: str) -> str:
 
 def _finish(work: _Work, state: str, detail: str) -> None:
     with transaction.atomic():
-        work.save(state=state, finished_at=timezone.now(), lease_owner="", lease_until=0.0)
+        work.save(state=state, finished_at=clock.now_utc(), lease_owner="", lease_until=0.0)
     job = work.job
     audit_record(
         user=None, action="redrive-finished", stream=job.stream, group=job.origin_group,
@@ -286,7 +286,7 @@ def run_loop(
                 if job is not None:
                     RedriveJob.objects.filter(pk=job.pk, lease_owner=owner).update(
                         state=State.FAILED, last_error=f"{type(exc).__name__}: {exc}"[:2000],
-                        lease_owner="", lease_until=0.0, finished_at=timezone.now(),
+                        lease_owner="", lease_until=0.0, finished_at=clock.now_utc(),
                     )  # fmt: skip
                 stopping.wait(1.0)
     finally:

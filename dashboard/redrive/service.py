@@ -36,6 +36,7 @@ from dashboard.redrive.models import RedriveJob
 from dashboard.redrive.runner import max_rate
 from dashboard.redrive.selection import DryRun, RedriveFilter, dry_run
 from dashboard.views.action_runner import BadRequest, check_stream
+from queue_core import clock
 from queue_core.connection import Client
 
 PERMISSION = "dashboard.redrive_dead_letters"
@@ -274,9 +275,7 @@ def control(
         target = State.CANARY if len(job.canary_replays) < job.canary else State.RUNNING
     extra: dict[str, Any] = {}
     if target == State.CANCELLED:
-        from django.utils import timezone
-
-        extra["finished_at"] = timezone.now()
+        extra["finished_at"] = clock.now_utc()
     changed = RedriveJob.objects.filter(pk=pk, state__in=allowed).update(state=target, **extra)
     job.refresh_from_db()
     if not changed:

@@ -7,7 +7,6 @@ Never reads Redis or the database: the figures come in through the page's contex
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +15,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from dashboard.display.durations import human_ms
+from queue_core import clock
 
 register = template.Library()
 
@@ -29,7 +29,7 @@ def lag_age(epoch_ms: int | None) -> SafeString:
     UTC time on hover; "" when nothing waits (the lag count says 0 then)."""
     if epoch_ms is None:
         return SafeString("")
-    age = max(0, int(time.time() * 1000) - int(epoch_ms))
+    age = max(0, clock.now_ms() - int(epoch_ms))
     when = datetime.fromtimestamp(int(epoch_ms) / 1000, tz=UTC)
     return format_html(
         '<span class="lag-age dur" data-ms="{}" title="Oldest entry not yet delivered: '

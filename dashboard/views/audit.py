@@ -11,7 +11,6 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -20,6 +19,7 @@ from dashboard.access.audit import AuditFilter, audit_list
 from dashboard.access.permissions import action_permissions, queues_view_required
 from dashboard.access.scopes import access_of, reach_q
 from dashboard.models import AuditEvent
+from queue_core import clock
 
 PAGE_SIZE = 50
 #: Spreadsheet apps run a cell that starts with one of these as a formula (CSV injection).
@@ -130,6 +130,6 @@ def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
     """Every row matching the page's filters, streamed (constant memory for large exports)."""
     events = _readable(request, audit_list(filters=_filters(request))).iterator(chunk_size=500)
     response = StreamingHttpResponse(_csv_rows(events), content_type="text/csv; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    stamp = clock.now_utc().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="ackboard-audit-{stamp}.csv"'
     return response

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from dashboard.insight.rates.series import (
     point_and_estimate,
 )
 from dashboard.models import AuditEvent
+from queue_core import clock
 from queue_core.keys import stream_visible
 from queue_core.types import StreamSummary
 
@@ -207,7 +207,7 @@ def overview_drains(
     (the tier-0 samples of its streams' groups over the last ``WINDOW_S``, about 30 rows
     a group), then ``estimate_from`` per group in memory; no Redis (the lag in time comes
     with the summaries). Rows with neither an estimate nor a lag in time are left out."""
-    now = time.time() if now is None else now
+    now = clock.now_s() if now is None else now
     names = [s.name for s in summaries]
     by_group: dict[tuple[str, str], list[tuple[float, int | None, int | None, int | None]]] = {}
     if names:

@@ -14,7 +14,6 @@ Redis is unreachable it still shows the causes, saying "pending now" is unknown.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -25,7 +24,6 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -38,6 +36,7 @@ from dashboard.insight.failure_index import BadCursor, FailureFilter, FailurePag
 from dashboard.models import IndexedFailure
 from dashboard.runtime.connection import get_redis
 from dashboard.views.htmx import HtmxHttpRequest
+from queue_core import clock
 from queue_core.keys import MAX_NAME_LENGTH, stream_visible
 
 _TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
@@ -74,7 +73,7 @@ class FailureSearchForm(forms.Form):
         data = self.cleaned_data
         since = data["since"]
         if since is None and data["window"]:
-            since = timezone.now() - WINDOWS[data["window"]]
+            since = clock.now_utc() - WINDOWS[data["window"]]
         return FailureFilter(
             stream=data["stream"],
             group=data["group"],
@@ -255,5 +254,5 @@ def _causes_context(form: FailureSearchForm, user: Any) -> dict[str, Any]:
         "causes": page,
         "cause_rows": rows,
         "pending_known": pending_known,
-        "cause_snapshot": f"{int(time.time() * 1000)}-0",
+        "cause_snapshot": f"{clock.now_ms()}-0",
     }

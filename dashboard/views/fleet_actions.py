@@ -29,7 +29,6 @@ retire script's runs; the dry run is XINFO CONSUMERS and one HGETALL.
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,16 +63,12 @@ from dashboard.views.forms import (
     Target,
 )
 from dashboard.views.htmx import HtmxHttpRequest
-from queue_core import admin, control
+from queue_core import admin, clock, control
 from queue_core.connection import Client
 from queue_core.types import ActionRefused, ConsumerInfo
 
 #: Names listed at most in one answer's message (the audit row's state has them all).
 NAMES_IN_MESSAGE = 20
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _plural(n: int, word: str, plural: str = "") -> str:
@@ -92,13 +87,13 @@ def _names(names: list[str]) -> str:
 def _pause_before(call: Call) -> dict[str, Any]:
     """The pause in force before (one GET), for the audit row."""
     pause = control.pause_read(
-        client=call.client, stream=call.req.stream, group=call.req.group, now_ms=_now_ms()
+        client=call.client, stream=call.req.stream, group=call.req.group, now_ms=clock.now_ms()
     )
     return pause_state(pause)
 
 
 def _pause(call: Call) -> ActionResult:
-    now = _now_ms()
+    now = clock.now_ms()
     minutes = call.data["resume_minutes"]
     until: int | None = call.data["resume_at"]
     if minutes is not None:
@@ -149,7 +144,7 @@ def _retire(call: Call) -> ActionResult:
         group=call.req.group,
         consumer=call.consumer,
         to_consumer=to,
-        now_ms=_now_ms(),
+        now_ms=clock.now_ms(),
     )
     reported = {"moved": retired.moved, "to": retired.to, "deleted": retired.deleted}
     if retired.refused is not None:
@@ -176,7 +171,7 @@ def idle_dry_run(*, client: Client, stream: str, group: str, idle_ms: int) -> li
     nothing, no live heartbeat (``admin.idle_consumers_find``: XINFO CONSUMERS and one
     HGETALL). Changes nothing and is not audited."""
     return admin.idle_consumers_find(
-        client=client, stream=stream, group=group, idle_ms=idle_ms, now_ms=_now_ms()
+        client=client, stream=stream, group=group, idle_ms=idle_ms, now_ms=clock.now_ms()
     )
 
 
@@ -189,7 +184,7 @@ def _retire_idle(call: Call) -> ActionResult:
         group=call.req.group,
         names=names,
         idle_ms=idle_ms,
-        now_ms=_now_ms(),
+        now_ms=clock.now_ms(),
     )
     gone = set(deleted)
     kept = [n for n in names if n not in gone]

@@ -12,15 +12,13 @@ This module never writes to Redis.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.http import Http404
-from django.utils import timezone
 
 from dashboard.display.durations import since_ms
 from dashboard.insight import failure_index
@@ -29,8 +27,8 @@ from dashboard.insight.fleet import fleet_context, fleet_queue
 from dashboard.insight.health import Verdict
 from dashboard.views import charts, payloads
 from dashboard.views.page_input import check_visible
+from queue_core import clock, selectors
 from queue_core import health as queue_health
-from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import GroupHealth
 from queue_core.types import GroupDetail, PendingPage, PendingRow
@@ -79,10 +77,6 @@ class PendingFilters:
         return urlencode(params)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def group_page_verdict(*, detail: GroupDetail, liveness: GroupHealth, now_ms: int) -> Verdict:
     """The group page's badge (``dashboard.insight.health``, the one rule), with its failures in
     the last hour counted up to the "failing" mark (one indexed SQL query, at most
@@ -90,7 +84,7 @@ def group_page_verdict(*, detail: GroupDetail, liveness: GroupHealth, now_ms: in
     failures = failure_index.failures_count_capped(
         stream=detail.stream.name,
         group=detail.group.name,
-        since=timezone.now() - timedelta(hours=1),
+        since=datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(hours=1),
         cap=verdicts.FAILING_PER_HOUR,
     )
     return verdicts.group_verdict(
@@ -108,7 +102,7 @@ def pending_rows_view(
     rows: tuple[PendingRow, ...], failures: dict[str, str], *, now_ms: int | None = None
 ) -> list[PendingRowView]:
     """``now_ms``: when ``rows`` were read (their idle times are relative to it)."""
-    now = _now_ms() if now_ms is None else now_ms
+    now = clock.now_ms() if now_ms is None else now_ms
     return [
         PendingRowView(
             id=r.id,
@@ -173,7 +167,7 @@ def group_context(
         stream=stream, group=group, entry_ids=[r.id for r in page.rows]
     )
     filters = PendingFilters(consumer=consumer, min_idle_s=min_idle_s, start=start or "")
-    now = _now_ms()
+    now = clock.now_ms()
     liveness = queue_health.detail_health(
         detail=detail, stuck_after_ms=settings.ACKBOARD_STUCK_AFTER_MS, now_ms=now
     )

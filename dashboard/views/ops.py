@@ -49,7 +49,7 @@ from dashboard.insight import stream_index
 from dashboard.insight.fleet import metrics_fleets
 from dashboard.insight.rates.metrics import RatesCollector
 from dashboard.runtime.connection import get_redis
-from queue_core import selectors
+from queue_core import clock, selectors
 from queue_core.connection import Client
 from queue_core.health import summary_health
 from queue_core.types import StreamOverview, StreamSummary
@@ -268,10 +268,10 @@ def metrics_text(*, client: Client, reach: tuple[str, ...] | None = None) -> byt
         registry.register(
             _OverviewCollector(
                 overview,
-                int(time.time() * 1000),
+                clock.now_ms(),
                 time.perf_counter() - started,
                 settings.ACKBOARD_STUCK_AFTER_MS,
-                index_age_s=0.0 if refreshed is None else max(0.0, time.time() - refreshed),
+                index_age_s=0.0 if refreshed is None else max(0.0, clock.now_s() - refreshed),
                 figures_age_s=figures_age_s,
             )
         )

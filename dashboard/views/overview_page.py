@@ -12,22 +12,20 @@ This module never writes to Redis.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import BadRequest
-from django.utils import timezone
 
 from dashboard.insight import failure_index, stream_index
 from dashboard.insight import health as verdicts
 from dashboard.insight.health import StreamVerdict
 from dashboard.views import charts
+from queue_core import clock, selectors
 from queue_core import health as queue_health
-from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.health import StreamHealth
 from queue_core.types import StreamSummary
@@ -45,10 +43,6 @@ class OverviewRow:
     @property
     def name(self) -> str:
         return self.summary.name
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _summary_verdict(
@@ -86,7 +80,7 @@ def overview_sort_keys() -> dict[str, stream_index.SortKey]:
     (liveness, dead letters, old pending, idle groups), computed once per new figure;
     failures in the last hour come from the failure index and are shown, not ranked."""
     stuck_after_ms = settings.ACKBOARD_STUCK_AFTER_MS
-    now_ms = _now_ms()
+    now_ms = clock.now_ms()
 
     def health(name: str, s: StreamSummary | None) -> tuple[object, ...]:
         if s is None:
@@ -115,7 +109,7 @@ def overview_sort_keys() -> dict[str, stream_index.SortKey]:
 
 
 def _age_s(at: float | None) -> int | None:
-    return None if at is None else max(0, int(time.time() - at))
+    return None if at is None else max(0, int(clock.now_s() - at))
 
 
 def overview_page_names(*, view: str = "", reach: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -139,7 +133,7 @@ def _overview_rows(summaries: tuple[StreamSummary, ...], now_ms: int) -> list[Ov
     column), no Redis reads, whatever the stream count."""
     by_group = failure_index.failures_count_by_group(
         streams=[s.name for s in summaries],
-        since=timezone.now() - timedelta(hours=1),
+        since=datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(hours=1),
     )
     per_stream: dict[str, dict[str, int]] = {}
     for (stream, group), n in by_group.items():
@@ -174,7 +168,7 @@ def overview_context(
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     index = stream_index.overview_index(client=client, figures=query.sort != "name")
-    now_ms = _now_ms()
+    now_ms = clock.now_ms()
     page = stream_index.overview_page(
         index=index, query=query, size=settings.ACKBOARD_OVERVIEW_PAGE_SIZE, reach=reach
     )

@@ -34,6 +34,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from queue_core.clock import now_ms
 from queue_core.control import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_KEEP_MS,
@@ -45,7 +46,6 @@ from queue_core.control import (
     ackboard_version,
 )
 from queue_core.events import event_message
-from queue_core.failures import now_ms
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
 from queue_core.recording import (
     _attempt_read_async,

@@ -9,8 +9,8 @@ event that ``action_publish`` sends. Never imports Django.
 from __future__ import annotations
 
 import re
-import time
 
+from queue_core import clock
 from queue_core.connection import Client
 from queue_core.events import event_publish
 from queue_core.services import OWN_CONSUMERS
@@ -40,7 +40,7 @@ def action_publish(client: Client, *, action: str, stream: str, group: str) -> N
 
 def now_or_clock(now_ms: int | None) -> int:
     """The caller's clock, or the wall clock when the caller passed none."""
-    return int(time.time() * 1000) if now_ms is None else now_ms
+    return clock.now_ms() if now_ms is None else now_ms
 
 
 def id_lt(a: str, b: str) -> bool:

@@ -31,6 +31,7 @@ import socket
 import redis
 from redis.exceptions import RedisClusterException
 
+from queue_core.clock import now_ms
 from queue_core.connection import Client
 from queue_core.control import (
     HEARTBEAT_KEEP_MS,
@@ -43,7 +44,6 @@ from queue_core.control import (
     pause_read,
 )
 from queue_core.events import event_publish
-from queue_core.failures import now_ms
 from queue_core.worker.config import WorkerConfig
 from queue_core.worker.stats import WorkerStats
 

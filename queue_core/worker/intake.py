@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from queue_core.failures import now_ms
+from queue_core.clock import now_ms
 from queue_core.jobs import Job, UnparseableEntry
 from queue_core.parsing import fields_parse
 from queue_core.worker.config import WorkerConfig

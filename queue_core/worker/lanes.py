@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from queue_core.failures import now_ms
+from queue_core.clock import now_ms
 from queue_core.jobs import Job
 
 #: A handler takes the Job; a sync one returns anything, an async one is awaited.

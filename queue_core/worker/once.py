@@ -20,8 +20,9 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
+from queue_core.clock import now_ms
 from queue_core.connection import Client
-from queue_core.failures import FailureBacklog, now_ms
+from queue_core.failures import FailureBacklog
 from queue_core.jobs import Delivery, Job, Outcome, Reclaimed, UnparseableEntry
 from queue_core.parsing import FieldParser, fields_parse
 from queue_core.worker.contract import (

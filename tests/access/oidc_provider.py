@@ -63,7 +63,7 @@ class OidcProvider:
         while time.monotonic() < deadline and self.proc.poll() is None:
             if b"ready" in Path(self.log.name).read_bytes():
                 return self
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll: until it says ready, exits or the deadline passes
         output = Path(self.log.name).read_text(errors="replace")
         self.stop()
         raise ProviderFailed("the OIDC provider did not start:\n" + output)

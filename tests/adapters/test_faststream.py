@@ -12,7 +12,6 @@ consumers as workers. A pause stops new handlers until the resume.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from typing import Any
 
@@ -23,10 +22,11 @@ from faststream import FastStream
 from faststream.redis import RedisBroker, StreamSub
 
 from queue_core.adapters.faststream import AckboardMiddleware
+from queue_core.clock import now_ms
 from queue_core.control import heartbeats_read, pause_clear, pause_set
-from queue_core.failures import now_ms
 from queue_core.keys import stream_keys
 from tests.adapters.pages import pages_check, settled_check
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_settings")]
 
@@ -39,10 +39,7 @@ class CardDeclined(Exception):
 
 
 async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
+    await wait_until_async(predicate, timeout, interval=0.02)
 
 
 def make_broker(redis_url: str, stream: str, handle: Any) -> tuple[RedisBroker, AckboardMiddleware]:
@@ -123,6 +120,8 @@ class FastStreamAdapterTests:
                               until_ms=None, now_ms=now_ms())  # fmt: skip
             await ackboard.start()
             await broker.publish({"order": "held"}, stream=stream)
+            # A window in which the paused handler must not run, past the retry subscriber's
+            # min_idle_time (its reclaim of the waiting entry is part of what is checked).
             await asyncio.sleep(0.6)
             assert done == []  # read, but waiting: pending in the consumer's name
             assert r.xpending(stream, GROUP)["pending"] == 1
@@ -134,7 +133,7 @@ class FastStreamAdapterTests:
             await wait_for(confirmed)
             pause_clear(client=r, stream=stream, group=GROUP)
             await wait_for(lambda: not r.xpending(stream, GROUP)["pending"])
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # a window for a (wrong) second run of the reclaimed copy
             await ackboard.stop()
         # The retry subscriber reclaimed the waiting entry during the pause (it was idle
         # past min_idle_time): only the holder's copy ran.

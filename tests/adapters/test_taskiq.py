@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,10 +27,11 @@ from taskiq.api import run_receiver_task
 from taskiq_redis import RedisStreamBroker
 
 from queue_core.adapters.taskiq import AckboardMiddleware
+from queue_core.clock import now_ms
 from queue_core.control import heartbeats_read, pause_clear, pause_set
-from queue_core.failures import now_ms
 from queue_core.keys import stream_keys
 from tests.adapters.pages import pages_check, settled_check
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_settings")]
 
@@ -45,10 +45,7 @@ class CardDeclined(Exception):
 
 
 async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
+    await wait_until_async(predicate, timeout, interval=0.02)
 
 
 def make_broker(redis_url: str, stream: str) -> RedisStreamBroker:
@@ -114,12 +111,16 @@ class TaskiqAdapterTests:
                     await charge.kiq(order)
                     ids[order] = r.xrevrange(stream, count=1)[0][0].decode()
                 await wait_for(lambda: all(seen[o] for o in orders))
-                await asyncio.sleep(0.05)  # taskiq acks after the task returns
-                # Only failed entries are pending (flaky may be retried already); the retries
-                # below prove the failures were never acked: XAUTOCLAIM takes pending ones.
-                held = {row["message_id"].decode() for row in r.xpending_range(
-                    stream, GROUP, min="-", max="+", count=10)}  # fmt: skip
-                assert ids["poison"] in held <= {ids["flaky"], ids["poison"]}
+
+                def held() -> set[str]:
+                    return {row["message_id"].decode() for row in r.xpending_range(
+                        stream, GROUP, min="-", max="+", count=10)}  # fmt: skip
+
+                # taskiq acks after the task returns: then only failed entries are pending
+                # (flaky may be retried already); the retries below prove the failures were
+                # never acked: XAUTOCLAIM takes pending ones.
+                await wait_for(lambda: held() <= {ids["flaky"], ids["poison"]})
+                assert ids["poison"] in held()
                 # taskiq-redis reclaims only after a read that returned something: new
                 # work keeps arriving, as on a busy queue.
                 ticks = 0
@@ -127,7 +128,7 @@ class TaskiqAdapterTests:
                     await charge.kiq(f"tick-{ticks}")
                     ticks += 1
                     assert ticks < 200, "the poison entry was never dead-lettered"
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # the pace of new work, as on a busy queue
                 beats = heartbeats_read(client=r, stream=stream, group=GROUP)
                 assert [b.consumer for b in beats if b.live(now_ms())] == [CONSUMER]
 
@@ -167,7 +168,7 @@ class TaskiqAdapterTests:
             async with worker(broker, None):
                 await charge.kiq("held")
                 await wait_for(confirmed)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)  # a window in which the paused worker runs nothing
                 assert done == []
                 assert r.xinfo_groups(stream)[0]["lag"] == 1  # not even read
                 pause_clear(client=r, stream=stream, group=GROUP)

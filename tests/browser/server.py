@@ -223,7 +223,7 @@ class LiveServer:
             if time.monotonic() > deadline:
                 self.stop()
                 raise ServerFailed(f"{self.server} did not answer:\n{self.log_path.read_text()}")
-            time.sleep(0.1)
+            time.sleep(0.1)  # poll: until it answers or the deadline above
 
     def worker(self, *args: str) -> subprocess.Popen[bytes]:
         """A ``manage.py queue_worker`` with the server's settings (stop it with terminate)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from typing import Any
 
@@ -25,6 +24,7 @@ from playwright.sync_api import expect
 
 from queue_core import services
 from tests.browser.server import LiveServer, caught_up, row_button, worker_failure
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -95,13 +95,13 @@ def _group_page_with_failures(page: Any, server: LiveServer, stream: str, last: 
     own ingestor finds new streams only every 30 s). Returns the row of ``last``."""
     server._manage("ingest_failures", "--once")
     row = page.locator(f"#pending-{last}")
-    deadline = time.monotonic() + 10
-    while True:
+
+    def shown() -> bool:
         page.goto(f"{server.url}/streams/{stream}/groups/billing/")
-        if "Connection reset" in row.locator("td.failure").inner_text():
-            return row
-        assert time.monotonic() < deadline, "the failure index never showed the failure"
-        time.sleep(0.5)
+        return "Connection reset" in row.locator("td.failure").inner_text()
+
+    wait_until(shown, timeout=10, interval=0.5, what="the failure index to show the failure")
+    return row
 
 
 class PendingTableTests:

@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 
 from queue_core.keys import stream_keys
 from tests.browser.server import LiveServer, row_button, screenshot, worker_failure
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -118,13 +119,12 @@ class SharedDialogTests:
         # With its failure shown, the widest a row gets: index it now (the server's own
         # ingestor finds new streams only every 30 s).
         web_server._manage("ingest_failures", "--once")
-        deadline = time.monotonic() + 10
-        while True:
+
+        def shown() -> bool:
             page.goto(_group_url(web_server, stream, "g"))
-            if "Connection reset" in row.locator("td.failure").inner_text():
-                break
-            assert time.monotonic() < deadline, "the failure index never showed the failure"
-            time.sleep(0.5)
+            return "Connection reset" in row.locator("td.failure").inner_text()
+
+        wait_until(shown, timeout=10, interval=0.5, what="the failure index to show the failure")
         expect(row.locator("td.actions-cell")).to_contain_text("already due")
         # The actions are one menu a row: opened, its last button is Acknowledge.
         last = row_button(row, "Acknowledge")

@@ -226,8 +226,9 @@ class SsoRenewalTests:
         provider.set_groups("olivia", ["marketing"])
         try:
             # Past the renewal time the next page goes back to the provider, silently
-            # (its session holds); the roles are read again, and none is left.
-            time.sleep(3.2)
+            # (its session holds); the roles are read again, and none is left. The renewal
+            # time is mozilla-django-oidc's, read from time.time() in the server process.
+            time.sleep(3.2)  # the 3 s renewal time passes
             tab.goto(_group_url(server, names))
             expect(tab.locator("#sso-refused")).to_contain_text("no group that has a role")
             expect(indicator).to_have_attribute("data-state", "offline", timeout=5_000)
@@ -244,7 +245,7 @@ class SsoRenewalTests:
         page = context.new_page()
         _sign_in(page, server, provider, "victor")
         page.wait_for_url(server.url + "/")
-        time.sleep(3.2)
+        time.sleep(3.2)  # the 3 s renewal time passes (the server process's time.time())
         page.goto(_group_url(server, names))
         page.wait_for_url(_group_url(server, names))
         expect(page.get_by_role("button", name="Log out")).to_be_visible()

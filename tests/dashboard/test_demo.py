@@ -7,6 +7,7 @@ servers started here (dashboard.management.devredis), never against the shared t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.cookiejar
 import os
 import queue
@@ -255,12 +256,14 @@ def _descendants(pid: int) -> set[int]:
 
 
 def _wait_gone(pids: set[int], timeout: float) -> set[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = {p for p in pids if _alive(p)}
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.05)
+    """The processes of ``pids`` still alive once all are gone or ``timeout`` passed."""
+
+    def left() -> set[int]:
+        return {p for p in pids if _alive(p)}
+
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not left(), timeout, "the processes to exit", interval=0.05)
+    return left()
 
 
 class SupervisorTests:
@@ -295,7 +298,7 @@ class SupervisorTests:
             from dashboard.management.demo.supervisor import Supervisor
             sup = Supervisor(env=dict(os.environ), log_dir=Path({str(tmp_path)!r}), cwd=Path("."))
             print(sup.start("sleeper", ["sleep", "60"]).pid, flush=True)
-            time.sleep(60)
+            time.sleep(60)  # the parent idles until the test SIGKILLs it
             """
         )
         parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

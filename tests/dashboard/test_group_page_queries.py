@@ -24,7 +24,7 @@ from dashboard.views.group_page import group_context
 from queue_core import control, selectors
 from tests.dashboard.action_helpers import MakeClient
 from tests.dashboard.test_fleet import beat
-from tests.factories import CountingRedis, make_pending
+from tests.factories import CountingRedis, age_pending, make_pending
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("action_settings")]
 
@@ -142,7 +142,7 @@ class GroupPageRoundTripTests:
         self, r: redis.Redis, stream: str, counting: CountingRedis
     ) -> None:
         make_pending(r, stream, "g", "c1", 60)
-        time.sleep(1.1)  # idle time: the entries must be idle past the 1 s filter
+        age_pending(r, stream, "g", 5_000)  # past the 1 s filter
         counting.round_trips = 0
         context = group_context(client=counting, stream=stream, group="g", min_idle_s=1)
         assert counting.round_trips == 3  # the header and fleet, one window, its payloads

@@ -12,16 +12,17 @@ import pytest
 import redis
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
 from dashboard.insight import health as verdicts
 from dashboard.insight.health import Verdict, group_verdict, stream_verdict
 from dashboard.live.registry import Surface, surface_context
 from dashboard.live.render import surface_render
 from dashboard.models import IndexedFailure
+from queue_core import clock as queue_clock
 from queue_core.health import group_health
 from queue_core.keys import stream_keys
 from queue_core.types import ConsumerInfo
+from tests.clock import FrozenClock
 from tests.factories import make_group
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_settings")]
@@ -148,8 +149,9 @@ def _badge(html: str, within: str) -> tuple[str, str]:
     return " ".join(label.split()), " ".join(reason.split())
 
 
-def _fail(stream: str, group: str, n: int) -> None:
-    now = timezone.now()
+def _fail(stream: str, group: str, n: int, ago: timedelta = timedelta(minutes=1)) -> None:
+    """``n`` indexed failures of ``group``, ``ago`` before the pages' clock."""
+    now = queue_clock.now_utc()
     IndexedFailure.objects.bulk_create(
         IndexedFailure(
             failures_key=stream_keys(stream).failures,
@@ -163,7 +165,7 @@ def _fail(stream: str, group: str, n: int) -> None:
             message="550 mailbox unavailable",
             traceback="",
             duration_ms=1.0,
-            failed_at=now - timedelta(minutes=1),
+            failed_at=now - ago,
         )
         for i in range(n)
     )
@@ -199,6 +201,16 @@ class SameVerdictTests:
         assert overview == mailer == ("failing", "100+ failures in the last hour")
         _, audit = _both(viewer, stream, "audit")
         assert audit == ("ok", "")
+
+    def test_the_last_hour_ends_at_the_pages_clock(
+        self, viewer: Client, r: redis.Redis, stream: str, clock: FrozenClock
+    ) -> None:
+        make_group(r, stream, "mailer")
+        _fail(stream, "mailer", 100, ago=timedelta(minutes=59, seconds=59, milliseconds=999))
+        overview, group = _both(viewer, stream, "mailer")
+        assert overview == group == ("failing", "100+ failures in the last hour")
+        clock.advance(2)  # now they are an hour and a millisecond old: out of the hour
+        assert _both(viewer, stream, "mailer") == (("ok", ""), ("ok", ""))
 
     def test_attention_and_ok(self, viewer: Client, r: redis.Redis, stream: str) -> None:
         make_group(r, stream, "mailer")

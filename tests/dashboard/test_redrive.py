@@ -30,6 +30,7 @@ from queue_core import services
 from queue_core.keys import REPLAY_OF_FIELD, stream_keys
 from tests.dashboard.action_helpers import HTMX, last_audit
 from tests.factories import indexed_failure, make_pending, make_user
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("remote_settings")]
 
@@ -89,8 +90,11 @@ def fast(settings: Any) -> None:
 
 class DryRunTests:
     def test_count_per_filter(self, r: redis.Redis, stream: str) -> None:
-        dead_letters(r, stream, 4, group="a", reason="max deliveries")
-        time.sleep(0.005)  # b's dead-letter ids are in later milliseconds than a's
+        a = dead_letters(r, stream, 4, group="a", reason="max deliveries")
+        # b's dead-letter ids are in later milliseconds than a's: Redis's clock moves on.
+        last_ms = int(a[-1][0].split("-")[0])
+        wait_until(lambda: int(r.time()[0]) * 1000 + int(r.time()[1]) // 1000 > last_ms,
+                   what="Redis's clock past a's last dead letter")  # fmt: skip
         b = dead_letters(r, stream, 3, group="b", reason="operator: bad payload")
 
         def count(**f: Any) -> int:
@@ -291,7 +295,7 @@ class ControlTests:
         done: list[int] = []
 
         def sleep(s: float) -> None:
-            time.sleep(s)
+            time.sleep(s)  # the runner's own pace (its rate), as in production
 
         orig = runner.replay_one
 

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import websockets
 
 from dashboard.runtime.serve import APPLICATION, DEFAULT_SERVER, SERVERS, server_argv
 from tests.redis_server import free_port
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "a-production-key-" + "s3rv3" * 12
@@ -96,16 +96,16 @@ def served(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> It
     )  # fmt: skip
     request.node.served_proc = proc
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def answering() -> bool:
             assert proc.poll() is None, (tmp_path / "web.log").read_text()
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
-                    break
+                    return True
             except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError((tmp_path / "web.log").read_text()) from None
-                time.sleep(0.1)
+                return False
+
+        wait_until(answering, timeout=30, interval=0.1, what="the server to answer /healthz")
         yield port
     finally:
         if proc.poll() is None:

@@ -50,7 +50,7 @@ def _record(outcome: str, job: Job) -> None:
 
 
 def handle(job: Job) -> None:
-    time.sleep(float(os.environ.get("CHAOS_HANDLER_MS", "0")) / 1000)
+    time.sleep(float(os.environ.get("CHAOS_HANDLER_MS", "0")) / 1000)  # the job's work
     kind = job.fields.get("kind", "ok")
     if kind == "poison":
         _record("fail", job)

@@ -20,4 +20,4 @@ def job(job: Job) -> None:
         f.write(line)
     if job.fields.get("fail") == "1":
         raise RuntimeError(f"job {job.fields['n']} always fails")
-    time.sleep(float(os.environ.get("ACKBOARD_TEST_SLEEP_S", "0")))
+    time.sleep(float(os.environ.get("ACKBOARD_TEST_SLEEP_S", "0")))  # the job's work

@@ -24,5 +24,5 @@ def record(job: Job) -> None:
     sleep = float(job.fields.get("sleep", "0")) if job.delivery_count == 1 else 0.0
     if sleep:
         _log("start", job)
-        time.sleep(sleep)
+        time.sleep(sleep)  # the job's work: long enough to be killed or stopped mid-run
     _log("done", job)

@@ -22,7 +22,7 @@ def _log(line: str) -> None:
 
 def slow(job: Job) -> None:
     _log(f"start {job.id} {job.delivery_count}")
-    time.sleep(float(os.environ.get("ACKBOARD_TEST_SLEEP_S", "1")))
+    time.sleep(float(os.environ.get("ACKBOARD_TEST_SLEEP_S", "1")))  # the job's work
     _log(f"done {job.id} {job.delivery_count}")
 
 

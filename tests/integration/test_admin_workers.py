@@ -28,8 +28,8 @@ from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from dashboard.models import AuditEvent
+from queue_core.clock import now_ms
 from queue_core.control import HEARTBEAT_STALE_MS, heartbeats_read, pause_read
-from queue_core.failures import now_ms
 from tests.factories import add_entries, make_group, make_user
 from tests.html import element_text
 from tests.integration.worker_process import WorkerProcess

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 pytestmark = [pytest.mark.production, pytest.mark.one_engine]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,11 +80,12 @@ def _start_and_signal(
             cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while ready not in out.read_text(errors="replace"):
+
+        def started() -> bool:
             assert proc.poll() is None, out.read_text(errors="replace")
-            assert time.monotonic() < deadline, "the command did not start"
-            time.sleep(0.05)
+            return ready in out.read_text(errors="replace")
+
+        wait_until(started, timeout=60, interval=0.05, what=f"{command} to start")
         time.sleep(0.3)  # past its "ready" line, into its loop (which prints nothing)
         # As ``timeout`` does: uv first (it forwards the signal), then the whole group.
         proc.send_signal(signal.SIGTERM)
@@ -92,14 +95,15 @@ def _start_and_signal(
         except subprocess.TimeoutExpired:
             pytest.fail(f"{command} did not stop on SIGTERM:\n{out.read_text()}")
         # Nothing of the group is left (the command itself, not only uv, has exited).
-        deadline = time.monotonic() + 5
-        while True:
+
+        def group_gone() -> bool:
             try:
                 os.killpg(proc.pid, 0)
             except ProcessLookupError:
-                break
-            assert time.monotonic() < deadline, f"{command} outlived uv"
-            time.sleep(0.05)
+                return True
+            return False
+
+        wait_until(group_gone, timeout=5, interval=0.05, what=f"{command}'s group to exit")
         assert "Traceback" not in out.read_text(errors="replace")
     finally:
         with contextlib.suppress(ProcessLookupError):

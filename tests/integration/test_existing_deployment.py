@@ -40,6 +40,7 @@ import redis
 
 from queue_core.failures import failure_from_exception, failures_record
 from tests.redis_server import free_port
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -164,7 +165,7 @@ class Deployment:
             except OSError:
                 pass
             assert time.monotonic() < deadline, f"no answer in 60 s:\n{self.log(log_name)}"
-            time.sleep(0.2)
+            time.sleep(0.2)  # poll: until it answers or the deadline above
 
     def stop(self, proc: subprocess.Popen[bytes]) -> int:
         if proc.poll() is None:
@@ -305,11 +306,13 @@ class ExistingDeploymentTests:
                 attempt=1, duration_ms=30_000.0,
             )  # fmt: skip
         failures_record(client=r, stream=stream, records=[record])
-        deadline = time.monotonic() + 30
-        while "review service timed out" not in admin.get(f"failures/?stream={stream}")[2]:
+
+        def on_the_failures_page() -> bool:
             assert ingestor.poll() is None, deployment.log("ingest.log")
-            assert time.monotonic() < deadline, "the failure never reached the Failures page"
-            time.sleep(0.3)
+            return "review service timed out" in admin.get(f"failures/?stream={stream}")[2]
+
+        wait_until(on_the_failures_page, timeout=30, interval=0.3,
+                   what="the failure to reach the Failures page")  # fmt: skip
 
         # 5. Roles: each grant takes effect on the next request of a logged-in user.
         retry = f"streams/{stream}/groups/reviewers/entries/{entry_id}/retry/"

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import redis
 
+from queue_core.clock import now_ms
 from queue_core.control import (
     Pause,
     fleet_state,
@@ -34,7 +35,6 @@ from queue_core.control import (
     pause_read,
     pause_set,
 )
-from queue_core.failures import now_ms
 from queue_core.selectors import group_detail
 from tests.factories import add_entries, make_group, make_pending
 from tests.integration.test_worker_cli import worker_env

@@ -24,6 +24,7 @@ from tests.browser.server import LiveServer, serving
 from tests.factories import make_pending
 from tests.integration.test_existing_deployment import Browser
 from tests.postgres_server import PostgresServer, client_backends, running_postgres
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.production, pytest.mark.one_engine]
 
@@ -126,8 +127,10 @@ def _outage(server: PostgresServer, redis_url: str, stream: str) -> None:
         with urllib.request.urlopen(web.url + "/healthz", timeout=10) as health:
             assert health.status == 200
         server.resume()
-        deadline = time.monotonic() + 20
-        while (status := browser.get(path)[0]) != 200:
-            assert status == 503, status
-            assert time.monotonic() < deadline, "pages did not come back with the database"
-            time.sleep(0.2)
+
+        def back() -> bool:
+            status = browser.get(path)[0]
+            assert status in (200, 503), status
+            return status == 200
+
+        wait_until(back, timeout=20, interval=0.2, what="pages to come back with the database")

@@ -8,14 +8,13 @@ reached (the workshop suite's trap).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import redis
 
 from queue_core import Job, Outcome, process_entry, reclaim_stale
 from queue_core.keys import stream_keys
-from tests.factories import add_entries, make_group
+from tests.factories import add_entries, age_pending, make_group
 
 
 def deliver(
@@ -76,7 +75,7 @@ class QueueKvTests:
         make_group(r, stream, "g")
         add_entries(r, stream, 1)
         entry_id, _ = deliver(r, stream, "g", "crashed-worker")  # never acked: it died
-        time.sleep(0.02)  # idle time: past the sweep's 10 ms min-idle
+        age_pending(r, stream, "g", 60_000)  # it died a minute ago: past the 10 ms min-idle
 
         reclaimed = reclaim_stale(
             client=r, stream=stream, group="g", consumer="worker-2", min_idle_ms=10

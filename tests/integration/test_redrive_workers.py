@@ -138,8 +138,8 @@ def test_canary_then_throttled_rest_survives_a_runner_sigkill_exactly_once(
     runner.wait(10)
     killed_at = env.job()[1]
     assert killed_at < ORDERS
-    time.sleep(0.5)
-    assert env.job()[1] == killed_at  # nobody works on it while the lease holds
+    time.sleep(0.5)  # a window in which nobody may work on it: the lease holds
+    assert env.job()[1] == killed_at
 
     # Two new runners race for the job once the lease expires: one takes it.
     env.start("run_jobs", "--lease", "2", "--poll", "0.1", name="runner2")

@@ -23,6 +23,7 @@ import pytest
 import redis
 
 from queue_core.admin import PARKING_CONSUMER, Retired, consumer_retire
+from queue_core.clock import now_ms
 from queue_core.keys import stream_keys
 from tests.factories import add_entries, make_group
 from tests.integration.test_worker_cli import worker_env
@@ -97,7 +98,7 @@ def kill_mid_batch(r: redis.Redis, stream: str, workers: Workers) -> tuple[list[
     # Just killed, its last heartbeat is still live (if the worker wrote one): refused,
     # and nothing moved.
     early = consumer_retire(client=r, stream=stream, group="g", consumer="victim",
-                            to_consumer=None, now_ms=int(time.time() * 1000))  # fmt: skip
+                            to_consumer=None, now_ms=now_ms())  # fmt: skip
     if r.hexists(stream_keys(stream).workers("g"), "victim"):
         assert (early.refused, early.moved, early.deleted) == ("live heartbeat", 0, False)
         assert consumers(r, stream)["victim"] == len(held)
@@ -106,16 +107,18 @@ def kill_mid_batch(r: redis.Redis, stream: str, workers: Workers) -> tuple[list[
 
 def retire_when_stale(r: redis.Redis, stream: str, to_consumer: str | None) -> Retired:
     """Retire the victim, trying again while its heartbeat is live (up to 10 s)."""
-    deadline = time.monotonic() + 30
-    while True:
-        now = int(time.time() * 1000)
+
+    def retired() -> Retired | None:
         result = consumer_retire(client=r, stream=stream, group="g", consumer="victim",
-                                 to_consumer=to_consumer, now_ms=now)  # fmt: skip
+                                 to_consumer=to_consumer, now_ms=now_ms())  # fmt: skip
         if result.refused != "live heartbeat":
             return result
         assert result.moved == 0
-        assert time.monotonic() < deadline, "the dead worker's heartbeat never went stale"
-        time.sleep(0.25)
+        return None
+
+    result: Retired = wait_until(retired, timeout=30, interval=0.25,
+                                 what="the dead worker's heartbeat to go stale")  # fmt: skip
+    return result
 
 
 def all_done_once(

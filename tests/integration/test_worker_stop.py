@@ -23,8 +23,8 @@ import pytest
 import redis
 
 from queue_core.admin import Refused, group_delete
+from queue_core.clock import now_ms
 from queue_core.control import HEARTBEAT_STALE_MS, Heartbeat, fleet_state, heartbeats_read
-from queue_core.failures import now_ms
 from tests.factories import add_entries, make_group
 from tests.integration.worker_process import WorkerProcess
 from tests.queue_core.worker.helpers import wait_until

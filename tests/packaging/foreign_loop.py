@@ -80,7 +80,7 @@ def main() -> None:
         if pause is not None and pause.active(int(time.time() * 1000)):
             confirmed = pause.at_ms
             counts["paused_passes"] += 1
-            time.sleep(0.05)
+            time.sleep(0.05)  # the paused worker's own pace between passes, as a real one has
             continue
         confirmed = None
         claimed = client.xautoclaim(args.stream, args.group, args.consumer, min_idle_time=0,

@@ -24,6 +24,7 @@ import redis
 import queue_core
 from queue_core.control import Heartbeat, Pause, heartbeats_read, pause_clear, pause_set
 from queue_core.keys import ORIGIN_ID_FIELD, stream_keys
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = "billing"
@@ -166,12 +167,15 @@ class WheelEnvironmentTests:
         r: redis.Redis, stream: str, pause: Pause, proc: subprocess.Popen[str]
     ) -> Heartbeat:
         """The loop's first heartbeat that confirms ``pause``; fails after 20 s."""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+
+        def confirming() -> Heartbeat | None:
             if proc.poll() is not None:
                 raise AssertionError(f"the loop exited while paused: {proc.communicate()}")
             for beat in heartbeats_read(client=r, stream=stream, group=GROUP):
                 if beat.consumer == CONSUMER and beat.confirms(pause):
                     return beat
-            time.sleep(0.05)
-        raise AssertionError("the loop never confirmed the pause in its heartbeat")
+            return None
+
+        beat: Heartbeat = wait_until(confirming, timeout=20, interval=0.05,
+                                     what="the loop's heartbeat confirming the pause")  # fmt: skip
+        return beat

@@ -34,7 +34,7 @@ from queue_core.admin import reads as admin_reads
 from queue_core.keys import stream_keys
 from queue_core.scripts.retire import RETIRE
 from queue_core.types import ActionRefused
-from tests.factories import make_group, make_pending
+from tests.factories import age_pending, make_group, make_pending
 
 
 def now_ms() -> int:
@@ -135,7 +135,7 @@ class RetireTests:
     ) -> None:
         ids = make_pending(r, stream, "g", "dead", 25)
         make_pending(r, stream, "g", "alive", 1, create=False)
-        time.sleep(0.2)  # idle time to keep: the entries must be idle for a while
+        age_pending(r, stream, "g", 60_000, ids)  # idle time to keep: a minute
         before = pel(r, stream, "g")
 
         result = consumer_retire(client=r, stream=stream, group="g", consumer="dead",

@@ -7,7 +7,6 @@ barrier, and repeats over many entries so the sides really overlap.
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -20,7 +19,7 @@ from queue_core.keys import stream_keys
 from queue_core.results import BulkOutcome
 from queue_core.services import dlq_replay, entry_claim, entry_dead_letter
 from queue_core.types import ActionRefused
-from tests.factories import make_pending
+from tests.factories import age_pending, make_pending
 
 T = TypeVar("T")
 
@@ -121,7 +120,7 @@ class DeadLetterRaceTests:
 class ClaimRaceTests:
     def test_claim_after_worker_reclaimed_is_refused(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "dead-worker", 1)
-        time.sleep(0.05)  # idle time: past the sweep's 10 ms min-idle
+        age_pending(r, stream, "g", 60_000)  # past the sweep's 10 ms min-idle
         seen: Any = r.xpending_range(stream, "g", min=entry_id, max=entry_id, count=1)[0]
         # A live worker's sweep takes the entry after the operator's page loaded.
         claimed: Any = r.xautoclaim(stream, "g", "live", min_idle_time=10, start_id="0-0")
@@ -143,7 +142,7 @@ class ClaimRaceTests:
         self, r: redis.Redis, stream: str, clients: list[redis.Redis]
     ) -> None:
         ids = make_pending(r, stream, "g", "dead-worker", 200)
-        time.sleep(0.02)  # idle time: a non-zero idle for the operator's look
+        age_pending(r, stream, "g", 60_000)  # a non-zero idle for the operator's look
         looks: Any = r.xpending_range(stream, "g", min="-", max="+", count=1000)
         stop = threading.Event()
 

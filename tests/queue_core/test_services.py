@@ -17,7 +17,7 @@ from queue_core.services import (
     entry_retry,
 )
 from queue_core.types import ActionRefused
-from tests.factories import make_pending
+from tests.factories import age_pending, make_pending
 
 
 def pending_row(r: redis.Redis, stream: str, group: str, entry_id: str) -> dict[str, Any] | None:
@@ -103,7 +103,7 @@ class EntryRetryTests:
 class EntryClaimTests:
     def test_claims_to_consumer_when_unchanged(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        time.sleep(0.02)  # idle time: a non-zero idle for the operator's look
+        age_pending(r, stream, "g", 60_000)  # a non-zero idle for the operator's look
         seen = pending_row(r, stream, "g", entry_id)
         result = entry_claim(
             client=r,
@@ -121,7 +121,7 @@ class EntryClaimTests:
 
     def test_refused_when_worker_reclaimed_since(self, r: redis.Redis, stream: str) -> None:
         [entry_id] = make_pending(r, stream, "g", "c1", 1)
-        time.sleep(0.05)  # idle time: past the sweep's 10 ms min-idle
+        age_pending(r, stream, "g", 60_000)  # past the sweep's 10 ms min-idle
         seen = pending_row(r, stream, "g", entry_id)
         r.xautoclaim(stream, "g", "worker", min_idle_time=10, start_id="0-0")
         with pytest.raises(ActionRefused, match="^changed since you looked"):

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from dashboard.models import IndexedFailure
+from queue_core import clock
 
 
 def failures_prune(*, older_than: datetime, batch_size: int = 5000) -> int:
@@ -43,4 +43,4 @@ def failures_prune_expired() -> int:
     days = int(getattr(settings, "ACKBOARD_FAILURE_RETENTION_DAYS", 30))
     if days <= 0:
         return 0
-    return failures_prune(older_than=timezone.now() - timedelta(days=days))
+    return failures_prune(older_than=clock.now_utc() - timedelta(days=days))

@@ -20,7 +20,6 @@ rows (one per stream and per group). Never writes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 from django.db.models import Max
@@ -28,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from dashboard.insight.rates.models import RateSample
+from queue_core import clock
 from queue_core.types import StreamOverview
 
 #: Every family this module exports (tests check the shipped rules name only exported ones).
@@ -44,7 +44,7 @@ class RatesCollector(Collector):
 
     def __init__(self, overview: StreamOverview, now_ms: int | None = None) -> None:
         self.overview = overview
-        self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.now_ms = clock.now_ms() if now_ms is None else now_ms
 
     def collect(self) -> Iterator[Metric]:
         g_labels = ["stream", "group"]

@@ -54,7 +54,7 @@ from redis.exceptions import RedisClusterException
 from dashboard.insight.rates.models import TIERS, RateSample
 from dashboard.insight.rates.series import tier_keep_s
 from dashboard.runtime.connection import get_redis
-from queue_core import selectors
+from queue_core import clock, selectors
 from queue_core.connection import Client
 from queue_core.events import event_publish
 from queue_core.keys import RATES_SAMPLER_LEASE_KEY
@@ -333,7 +333,7 @@ class Sampler:
         counters: list[StreamCounters] = []
         for i in range(0, len(names), CHUNK):
             counters += selectors.stream_counters(client=self.client, streams=names[i : i + CHUNK])
-        at = time.time() if now is None else now
+        at = clock.now_s() if now is None else now
         since = self.last_at if self.last_at is not None else at - self.interval_s
         rows = _rows(counters, at, _failures_since(since, at))
         _insert(rows)

@@ -42,6 +42,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from dashboard.insight.rates.estimate import Estimate, estimate_from
 from dashboard.insight.rates.markers import Marker, markers_read
 from dashboard.insight.rates.models import TIERS, RateSample
+from queue_core import clock
 
 #: Most points one series returns from its main tier (6 h at 10 s is 2,160).
 MAX_POINTS = 2_200
@@ -250,7 +251,7 @@ def series_columns(
     the last row so far), then the main tier's row before the range (the first point's
     rates): at most four indexed range reads of ``rate_series``, plus the markers'.
     """
-    until = time.time() if now is None else now
+    until = clock.now_s() if now is None else now
     since = until - range_s
     level = tier_for(range_s)
     db = _db()
@@ -391,7 +392,7 @@ def chart_columns(
     segment still matches the table, then the finer tiers' tail (at most ~70 rows) as
     ``series`` does; so a tick costs O(tail), not O(range).
     """
-    until = time.time() if now is None else now
+    until = clock.now_s() if now is None else now
     since = until - range_s
     level = tier_for(range_s)
     step = tier_step_s(level)
@@ -469,7 +470,7 @@ def point_and_estimate(
     from ``now - window_s`` on (however new) plus the two newest before that, so the
     point is right when the newest sample is older than the window too. The same
     answers as the two calls (the estimate sees only the rows within the window)."""
-    now = time.time() if now is None else now
+    now = clock.now_s() if now is None else now
     since = now - window_s
     rows = _fetch(_sql(_db()).recent, (0, stream, group, since, 0, stream, group, since))
     point = _points([rows[-1]], rows[-2] if len(rows) > 1 else None)[0] if rows else None
@@ -483,7 +484,7 @@ def drain_estimate(
     stream: str, group: str, *, window_s: int = 300, now: float | None = None
 ) -> Estimate:
     """Is ``group`` catching up? From the tier-0 samples of the last ``window_s``."""
-    now = time.time() if now is None else now
+    now = clock.now_s() if now is None else now
     rows = _fetch(_sql(_db()).window, (0, stream, group, now - window_s, now))
     return estimate_from(
         rows, window_s=window_s, now=now, interval_s=float(settings.ACKBOARD_SAMPLER_INTERVAL_S)

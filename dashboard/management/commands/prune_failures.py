@@ -11,9 +11,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from dashboard.insight.failure_index import failures_prune
+from queue_core import clock
 
 
 class Command(BaseCommand):
@@ -38,7 +38,7 @@ class Command(BaseCommand):
                 return
         if days < 0 or options["batch"] < 1:
             raise CommandError("--days must be >= 0 and --batch >= 1")
-        cutoff = timezone.now() - timedelta(days=days)
+        cutoff = clock.now_utc() - timedelta(days=days)
         deleted = failures_prune(older_than=cutoff, batch_size=options["batch"])
         self.stdout.write(
             f"Deleted {deleted} failure record{'s' if deleted != 1 else ''} "

@@ -31,7 +31,7 @@ from dashboard.insight.failure_index import (
 from dashboard.models import IndexedFailure
 from queue_core.failures import failure_from_exception, failures_record
 from queue_core.keys import stream_keys
-from tests.factories import add_failure, ingest_pending
+from tests.factories import add_failure, age_pending, ingest_pending
 from tests.waiting import wait_until
 
 # The ingestor scans the whole server; the allowlist keeps it to this test's keys.
@@ -159,7 +159,7 @@ class IngestTests:
         assert ingest_pending(r, stream) == 3
         # Not yet idle long enough: left alone.
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=60_000) == 0
-        time.sleep(0.01)  # idle time: past the 1 ms reclaim threshold
+        age_pending(r, key, INGEST_GROUP, 60_000)  # the crashed ingestor's reads, a minute old
         assert failures_ingest(client=r, once=True, reclaim_idle_ms=1) == 3
         assert IndexedFailure.objects.count() == 3 and ingest_pending(r, stream) == 0
 

@@ -11,6 +11,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from dashboard.insight.failure_index import failures_prune, failures_prune_expired
 from dashboard.models import IndexedFailure
+from tests.clock import FrozenClock
 from tests.factories import FAILURE_T0 as T0
 from tests.factories import indexed_failure
 
@@ -39,16 +40,23 @@ class FailuresPruneTests:
         assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["today"]
 
     def test_expired_rows_go_by_the_retention_setting_and_zero_keeps_all(
-        self, settings: SettingsWrapper
+        self, settings: SettingsWrapper, clock: FrozenClock
     ) -> None:
-        now = timezone.now()
+        now = clock.utc
         indexed_failure(message="10 days", failed_at=now - timedelta(days=10))
         indexed_failure(message="40 days", failed_at=now - timedelta(days=40))
+        # The cutoff is the clock's now less 30 days, to the millisecond.
+        just = timedelta(days=30, milliseconds=-1)
+        indexed_failure(message="just kept", failed_at=now - just)
+        indexed_failure(message="just past", failed_at=now - timedelta(days=30, milliseconds=1))
         settings.ACKBOARD_FAILURE_RETENTION_DAYS = 0
         assert failures_prune_expired() == 0
         settings.ACKBOARD_FAILURE_RETENTION_DAYS = 30
+        assert failures_prune_expired() == 2
+        kept = IndexedFailure.objects.order_by("failed_at").values_list("message", flat=True)
+        assert list(kept) == ["just kept", "10 days"]
+        clock.advance(2)  # 2 ms later the last one is past the cutoff too
         assert failures_prune_expired() == 1
-        assert list(IndexedFailure.objects.values_list("message", flat=True)) == ["10 days"]
 
     def test_command_keeps_everything_when_the_setting_does(
         self, settings: SettingsWrapper, capsys: pytest.CaptureFixture[str]

@@ -36,6 +36,7 @@ from tests.dashboard.live.sockets import (
     xread_blocked,
 )
 from tests.factories import add_entries, make_group, make_pending
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -179,8 +180,8 @@ class BroadcasterLoadTests:
         await receive_until(ws, lambda m: 'id="stream-facts"' in m)
         with _monitor(redis_url) as commands:
             cycles = broadcaster.counters.cycles
-            while broadcaster.counters.cycles < cycles + 3:
-                await asyncio.sleep(0.05)
+            await wait_until_async(lambda: broadcaster.counters.cycles >= cycles + 3,
+                                   what="three poll cycles", interval=0.05)  # fmt: skip
         assert broadcaster.polled == (opened,)
         touched = " ".join(commands)
         assert opened in touched, "the open stream is polled"
@@ -199,7 +200,7 @@ class BroadcasterLoadTests:
             # not once per cycle, so on a loaded machine they would skew the ratio.
             await asyncio.sleep(0.3)  # settle: first render done
             calls, cycles = _poll_calls(r, but="xread"), broadcaster.counters.cycles
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # the cycles over this time are the figure
             done = broadcaster.counters.cycles - cycles
             return (_poll_calls(r, but="xread") - calls) / done
 
@@ -225,9 +226,10 @@ class BroadcasterLoadTests:
         assert (await ws.connect())[0]
         await receive_until(ws, lambda m: 'id="stream-facts"' in m)
         await ws.disconnect()
-        await asyncio.sleep(0.2)
+        await wait_until_async(lambda: broadcaster.open_surfaces() == set(),
+                               what="the broadcaster to let the surface go")  # fmt: skip
         cycles = broadcaster.counters.cycles
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # a window in which an idle broadcaster must not cycle
         assert broadcaster.open_surfaces() == set()
         assert broadcaster.counters.cycles == cycles
 
@@ -311,7 +313,7 @@ class SurfaceIsolationTests:
         cycles = broadcaster.counters.cycles
         while time.monotonic() - started < 1.6:  # about three intervals of failures
             add_entries(r, broken, 1)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # a change every 0.1 s over the time measured
         assert broadcaster.counters.cycles - cycles >= 6, "cycles went on"
         records = _failure_records(caplog, broken)
         assert 2 <= len(records) <= 4, [r.getMessage()[:120] for r in records]

@@ -27,6 +27,7 @@ from tests.factories import add_entries, make_pending
 from tests.redis_cluster import RedisCluster
 from tests.redis_server import RedisUnavailable
 from tests.servers import started
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,11 +57,9 @@ def names_off(cluster: RedisCluster, prefix: str, avoid: int, n: int) -> list[st
 
 
 async def subscribed(broadcaster: Broadcaster, timeout: float = 10.0) -> tuple[str, int]:
-    deadline = time.monotonic() + timeout
-    while broadcaster.subscribed is None:
-        assert time.monotonic() < deadline, "the broadcaster never subscribed"
-        await asyncio.sleep(0.02)
-    return broadcaster.subscribed
+    on: tuple[str, int] = await wait_until_async(lambda: broadcaster.subscribed, timeout,
+                                                 "the broadcaster's subscription")  # fmt: skip
+    return on
 
 
 def showing(text: str) -> Any:
@@ -139,7 +138,7 @@ class ClusterEventTests:
             assert broadcaster.counters.wakes_by_xread > wakes
             # The watcher blocks again after the cycle. (Not observable per node: the
             # XREAD still blocked on the other primary looks the same as a new one.)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # a window for the watcher to block again
         for ws in sockets:
             await ws.disconnect()
 
@@ -177,11 +176,11 @@ class SubscriptionFailoverTests:
         replica = own_cluster.replica_of(victim)
         own_cluster.kill(victim)
         own_cluster.failover_takeover(replica)
-        deadline = time.monotonic() + 15
-        while broadcaster.subscribed is None or broadcaster.subscribed[1] == victim:
-            assert time.monotonic() < deadline, "the subscription did not move"
-            await asyncio.sleep(0.05)
-        now_on = broadcaster.subscribed[1]
+        moved = await wait_until_async(
+            lambda: broadcaster.subscribed is not None and broadcaster.subscribed[1] != victim
+            and broadcaster.subscribed, 15, "the subscription to move", interval=0.05,
+        )  # fmt: skip
+        now_on = moved[1]
         await asyncio.sleep(0.3)  # the cluster settles after the takeover (checked next)
         own_cluster.wait_until_ok(timeout=15)
         client.xack(stream, "billing", first)

@@ -100,7 +100,7 @@ class RatesTickTests:
             while True:
                 event_publish(client=r, type=RATES_EVENT, stream="", at=at + tick / 1000)
                 tick += 1
-                await asyncio.sleep(1)
+                await asyncio.sleep(1)  # the sampler's pace: one tick event a second
 
         announcing = asyncio.create_task(announce())
         try:

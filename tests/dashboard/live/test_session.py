@@ -31,6 +31,7 @@ from tests.dashboard.live.sockets import (
 )
 from tests.dashboard.test_channel_layer import _layer_config
 from tests.factories import make_pending
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,9 +164,8 @@ class SessionEndTests:
         def subscribers() -> int:
             return int(dict(r.pubsub_numsub(group_channel)).get(group_channel.encode(), 0))
 
-        deadline = time.monotonic() + 2
-        while not subscribers() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await wait_until_async(subscribers, timeout=2, interval=0.05,
+                               what="the socket's subscription to its session group")  # fmt: skip
         assert subscribers() == 1, "the socket subscribed to its session group in Redis"
         await sync_to_async(login.client.logout)()
         code, took = await _closed_with(ws, timeout=2.0)

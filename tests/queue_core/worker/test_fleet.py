@@ -31,7 +31,7 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 open(sys.argv[1], "a").write("up\\n")
 while True:
-    time.sleep(0.05)
+    time.sleep(0.05)  # the child idles until a signal stops it
 """
 
 
@@ -99,7 +99,7 @@ class FleetSupervisionTests:
             "    if len(seen) == 2: sys.exit(0)\n"
             "signal.signal(signal.SIGTERM, stop)\n"
             f"open({str(tmp_path / 'log')!r}, 'a').write('up\\n')\n"
-            "while True: time.sleep(0.05)\n"
+            "while True: time.sleep(0.05)  # idles until signalled\n"
         )
         fleet = Fleet([[sys.executable, "-c", script]])
         with running(fleet) as status:

@@ -7,13 +7,12 @@ with the Worker are in test_contract.py; the writes they make in test_settle.py.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import redis
 
 from queue_core import Job, Outcome
 from queue_core.worker import process_entry, reclaim_stale
-from tests.factories import make_pending
+from tests.factories import age_pending, make_pending
 from tests.queue_core.worker.helpers import failures, pending_count
 
 
@@ -43,8 +42,8 @@ class ReclaimStaleTests:
         self, r: redis.Redis, stream: str
     ) -> None:
         gone, kept = make_pending(r, stream, "g", "dead", 2)
+        age_pending(r, stream, "g", 60_000)  # past the sweep's 10 ms min-idle
         r.xdel(stream, gone)
-        time.sleep(0.02)  # idle time: past the sweep's 10 ms min-idle
 
         result = reclaim_stale(client=r, stream=stream, group="g", consumer="c2", min_idle_ms=10)
 
@@ -63,7 +62,7 @@ class ProcessEntryTests:
         seen: list[str] = []
 
         async def handler(job: Job) -> None:
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one real suspension, as async work has
             seen.append(job.id)
 
         outcome = process_entry(

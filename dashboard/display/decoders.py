@@ -254,9 +254,10 @@ def _message_class(path: str, name: str) -> Any:
 _NOTHING: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Limits:
-    """What one value may cost: bytes in and out of each step, and a deadline."""
+    """What one value may cost: bytes in and out of each step, and a deadline (moved on
+    by the time a first use spends importing a library)."""
 
     max_bytes: int
     deadline: float
@@ -325,25 +326,41 @@ def _gzip(data: bytes, limits: Limits) -> bytes:
 
 
 def _zstd(data: bytes, limits: Limits) -> bytes:
+    """A zstd frame, decompressed up to ``limits.max_bytes``: a frame that states a larger
+    size is refused unread; one that states none is decompressed into a buffer of that
+    size, and only if that fails, read as a bounded stream to tell a bomb from a bad frame."""
     import zstandard
 
+    over = DecodeFailed(f"not shown decompressed: over {limits.max_bytes} bytes")
+    decompressor = zstandard.ZstdDecompressor(max_window_size=1 << 25)
     try:
-        decompressor = zstandard.ZstdDecompressor(max_window_size=1 << 25)
-        with decompressor.stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
-            chunks: list[bytes] = []
-            size = 0
-            while size <= limits.max_bytes:
-                chunk = reader.read(min(1 << 20, limits.max_bytes + 1 - size))
+        size = zstandard.get_frame_parameters(data).content_size
+        if size != zstandard.CONTENTSIZE_UNKNOWN:
+            if size > limits.max_bytes:
+                raise over
+            return bytes(decompressor.decompress(data))
+        return bytes(decompressor.decompress(data, max_output_size=limits.max_bytes))
+    except zstandard.ZstdError as exc:
+        if _zstd_streamed_over(decompressor, data, limits.max_bytes):
+            raise over from None
+        raise DecodeFailed(f"not zstd: {exc}") from None
+
+
+def _zstd_streamed_over(decompressor: Any, data: bytes, max_bytes: int) -> bool:
+    """Whether ``data`` decompresses to more than ``max_bytes`` (read at most that far)."""
+    import zstandard
+
+    size = 0
+    try:
+        with decompressor.stream_reader(io.BytesIO(data)) as reader:
+            while size <= max_bytes:
+                chunk = reader.read(min(1 << 20, max_bytes + 1 - size))
                 if not chunk:
                     break
-                chunks.append(chunk)
                 size += len(chunk)
-                limits.check()
-    except zstandard.ZstdError as exc:
-        raise DecodeFailed(f"not zstd: {exc}") from None
-    if size > limits.max_bytes:
-        raise DecodeFailed(f"not shown decompressed: over {limits.max_bytes} bytes")
-    return b"".join(chunks)
+    except zstandard.ZstdError:
+        return False
+    return size > max_bytes
 
 
 def _faststream(data: bytes, limits: Limits) -> tuple[bytes, dict[str, Any]]:
@@ -351,12 +368,14 @@ def _faststream(data: bytes, limits: Limits) -> tuple[bytes, dict[str, Any]]:
     0.6+, its default) is read by FastStream's own parser; the older JSON envelope
     (``{"data": …, "headers": {…}}``) by the bounded JSON reader."""
     if data.startswith(FASTSTREAM_MAGIC):
+        started = time.monotonic()
         try:
             from faststream.redis.parser import BinaryMessageFormatV1
         except ImportError:
             raise DecodeFailed(
                 "not unwrapped: reading FastStream messages needs the faststream package"
             ) from None
+        limits.deadline += time.monotonic() - started  # a first import is no decoding
         body, headers = BinaryMessageFormatV1.parse(data)
         if body is data or (not headers and body == data):
             raise DecodeFailed("not a FastStream message: its header does not parse")
@@ -405,7 +424,6 @@ def _msgpack(data: bytes, limits: Limits) -> Any:
             unicode_errors="surrogateescape",  # shown as \xNN by the display
             strict_map_key=False,
             timestamp=0,
-            max_buffer_size=max(limits.max_bytes, 1),
         )
     except msgpack.StackError:
         raise DecodeFailed(f"not msgpack: nested deeper than {MAX_DEPTH} levels") from None
@@ -455,6 +473,8 @@ def _jsonable(value: Any, limits: Limits) -> Any:
         nodes[0] += 1
         if nodes[0] & 0xFFF == 0:
             limits.check()
+        if isinstance(node, msgpack.ExtType):  # a namedtuple: before the tuples
+            return f"ext({node.code}, {bytes(node.data).hex()[:200]})"
         if isinstance(node, dict | list | tuple):
             if depth >= MAX_DEPTH:
                 raise DecodeFailed(f"not shown decoded: nested deeper than {MAX_DEPTH} levels")
@@ -470,8 +490,6 @@ def _jsonable(value: Any, limits: Limits) -> Any:
                 return node.to_datetime().isoformat().replace("+00:00", "Z")
             except (OverflowError, ValueError, OSError):
                 return f"timestamp({node.seconds}, {node.nanoseconds})"
-        if isinstance(node, msgpack.ExtType):
-            return f"ext({node.code}, {bytes(node.data).hex()[:200]})"
         if isinstance(node, datetime.datetime):
             return node.isoformat()
         return str(node)
@@ -528,6 +546,8 @@ def _guess(
                     value = _msgpack(data, limits)
                 except DecodeFailed:
                     break  # a guess that failed: the bytes are shown as they are
+                if not value:
+                    break  # b"\x80" is an empty map, but more likely one byte of binary
                 steps.append("msgpack")
                 return value, b"", envelope, kind, ""
             else:

@@ -243,6 +243,25 @@ def protobuf_check(path: str, types: set[str]) -> None:
 
 
 @lru_cache(maxsize=64)
+def protobuf_field_names(path: str, type_name: str) -> frozenset[str]:
+    """Every field name of ``type_name`` and of the message types it holds, nested (what
+    redaction checks when a message cannot be parsed: its bytes hold no names)."""
+    names: set[str] = set()
+    seen: set[str] = set()
+    todo = [descriptors_load(path).FindMessageTypeByName(type_name)]
+    while todo:
+        message = todo.pop()
+        if message.full_name in seen:
+            continue
+        seen.add(message.full_name)
+        for item in message.fields:
+            names.add(item.name)
+            if item.message_type is not None:
+                todo.append(item.message_type)
+    return frozenset(names)
+
+
+@lru_cache(maxsize=64)
 def _message_class(path: str, name: str) -> Any:
     from google.protobuf import message_factory
 

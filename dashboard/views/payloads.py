@@ -192,9 +192,11 @@ def _decode(
         # A configured decoder failed: the bytes are shown as they are, unless a redacted
         # key name appears anywhere in them (their structure is unknown: fail closed).
         raw = value[: max(json_bytes, text_bytes)].decode("utf-8", "surrogateescape")
+        _, binary = bytes_text(value, limit=64)
         if names_secret(raw, anywhere=True, regex=regex):
-            _, binary = bytes_text(value, limit=64)
             return _masked(value, binary, f"{decoded.note}, and it names a redacted key")
+        if _protobuf_secret(steps, regex):
+            return _masked(value, binary, f"{decoded.note}, and its type has a redacted field")
     plain = _decode_plain(decoded.data, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
     notes = "; ".join(n for n in (decoded.note, plain.note) if n)
     return replace(
@@ -205,6 +207,26 @@ def _decode(
         redacted=plain.redacted or envelope_hit,
         grown=max(0, len(decoded.data) - len(value)),
     )
+
+
+def _protobuf_secret(steps: tuple[Step, ...] | None, regex: re.Pattern[str] | None) -> bool:
+    """Whether a chain that failed has a protobuf step whose type has a redacted field:
+    protobuf bytes hold no field names, so only the type can tell (an unknown type
+    counts)."""
+    if regex is None:
+        return False
+    for step in steps or ():
+        if step.name != "protobuf":
+            continue
+        try:
+            names = decoders.protobuf_field_names(
+                getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", ""), step.arg
+            )
+        except (KeyError, ValueError):
+            return True
+        if any(regex.search(name) for name in names):
+            return True
+    return False
 
 
 def _envelope(decoded: decoders.Decoded, regex: re.Pattern[str] | None) -> tuple[str, bool]:

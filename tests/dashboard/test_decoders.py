@@ -352,7 +352,7 @@ class NotesTests:
             ((Step("faststream"),), b"plain", "not a FastStream message: "),
             ((Step("faststream"),), b"\x89BIN\r\n\x1a\n\x00", "not a FastStream message: "),
             ((Step("taskiq"),), b'{"a": 1}', "not a taskiq message: no task_name"),
-            ((Step("protobuf", "acme.Payment"),), b"\xff\xff\xff", "not acme.Payment: "),
+            ((Step("protobuf", "acme.Node"),), b"\xff\xff\xff", "not acme.Node: "),
         ],
     )
     def test_a_failed_step_says_why_and_shows_the_bytes(
@@ -413,6 +413,15 @@ class ShownTests:
         assert shown.note.startswith("redacted whole: not msgpack: ")
         plain = view(b"\xc1 nothing to hide", stream="mp:x")
         assert not plain.redacted and plain.note.startswith("not msgpack: ")
+
+    def test_a_failed_protobuf_fails_closed_by_its_type(self, proto: str, settings: Any) -> None:
+        settings.ACKBOARD_DECODERS = "pay:*=protobuf:acme.Payment; node:*=protobuf:acme.Node"
+        cut = decoder_samples.payment("o-1", token="hunter2")[:-3]
+        shown = view(cut, stream="pay:x")
+        assert shown.redacted and "hunter" not in shown.shown
+        assert shown.note.endswith("and its type has a redacted field")
+        nodes = view(decoder_samples.nested_nodes(3)[:-1], stream="node:x")
+        assert not nodes.redacted and nodes.note.startswith("not acme.Node: ")
 
     def test_json_rule_turns_the_guess_off(self, settings: SettingsWrapper) -> None:
         settings.ACKBOARD_DECODERS = "raw:*=json"

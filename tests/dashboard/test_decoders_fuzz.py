@@ -165,7 +165,7 @@ def _rendered_on(stream: str | None, fields: list[tuple[bytes, bytes]]) -> list[
     page = render_to_string("dashboard/_fields.html", {"fields": views})
     tags = _markup(page)
     assert tags.tags <= FIELD_TAGS and tags.attrs <= FIELD_ATTRS, (tags.tags, tags.attrs)
-    out = [page]
+    out: list[str] = [page]
     for chars in (20, payloads.PREVIEW_CHARS, 10**6):
         line = payloads.preview(fields, chars=chars, stream=stream)
         assert len(line) <= chars and payloads.UNDECODABLE not in line

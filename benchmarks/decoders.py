@@ -54,7 +54,7 @@ def order(i: int) -> dict[str, object]:
     }
 
 
-def formats() -> dict[str, tuple[str, bytes, str]]:
+def formats() -> dict[str, tuple[str, str, bytes]]:
     """name -> (rule for the stream "bench", field name, one value)."""
     doc = order(7)
     text = json.dumps(doc).encode()

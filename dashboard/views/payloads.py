@@ -24,6 +24,11 @@ or encoded, and the masking of a parsed value), and always happens before a valu
 cut, so previews cannot leak either. Finding and parsing a value's JSON, within the
 bounds above, is ``dashboard.views.payload_json``'s.
 
+Values that are neither JSON nor text go through their stream's decoder chain first
+(``dashboard.display.decoders``: msgpack, protobuf, base64, gzip/zstd, FastStream and
+taskiq envelopes, per ``ACKBOARD_DECODERS`` or guessed); a decoded value is redacted
+like parsed JSON (envelope headers too) and a configured decoder that fails fails closed.
+
 It returns plain strings for Django's autoescaping and never produces HTML itself:
 templates must never mark payload text ``|safe``.
 

@@ -547,8 +547,9 @@ def _guess(
     envelope: dict[str, Any] | None = None
     kind = ""
     for _ in range(MAX_LAYERS):
-        if _is_utf8(data):
-            break
+        # Every magic below, and msgpack's containers but 0xdc-0xdf, are invalid UTF-8 at
+        # their first bytes: a valid UTF-8 value (however long) is never decoded whole
+        # here to tell, and is left to the text display.
         try:
             if data.startswith(GZIP_MAGIC):
                 data = _gzip(data, limits)
@@ -560,7 +561,12 @@ def _guess(
                 data, envelope = _faststream(data, limits)
                 kind = "FastStream"
                 steps.append("FastStream")
-            elif data[:1] and data[0] in _MSGPACK_CONTAINER and len(data) <= limits.max_bytes:
+            elif (
+                data[:1]
+                and data[0] in _MSGPACK_CONTAINER
+                and len(data) <= limits.max_bytes
+                and not (data[0] >= 0xDC and _is_utf8(data))
+            ):
                 try:
                     value = _msgpack(data, limits)
                 except DecodeFailed:

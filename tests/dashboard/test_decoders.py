@@ -240,6 +240,7 @@ class AutoTests:
             '{"a": "\u00e9"}'.encode("utf-16"),
             b"\x00\x01\x02 binary",
             b"\x80",  # an empty msgpack map: too little to call it msgpack
+            "\u079e\u079e text".encode(),  # valid UTF-8 whose first byte is msgpack's map 16
         ],
     )
     def test_json_text_and_other_bytes_show_as_before(self, value: bytes) -> None:

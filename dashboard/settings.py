@@ -344,6 +344,28 @@ ACKBOARD_STREAMS = parse_allowlist(os.environ.get("ACKBOARD_STREAMS"))
 ACKBOARD_REDIS_TIMEOUT = _float("ACKBOARD_REDIS_TIMEOUT", 2.0)
 #: Payload fields whose names match this (case-insensitive) regex are redacted.
 ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|secret|token|key")
+#: Payload decoders per stream pattern (docs/configuration.md, "Payload decoders"): rules
+#: ``PATTERN[#FIELD]=DECODER[,DECODER…]`` separated by ";"; fields no rule names are "auto".
+ACKBOARD_DECODERS = os.environ.get("ACKBOARD_DECODERS", "").strip()
+#: The protobuf descriptor set (a FileDescriptorSet file) that protobuf decoders read.
+ACKBOARD_PROTO_DESCRIPTORS = os.environ.get("ACKBOARD_PROTO_DESCRIPTORS", "").strip()
+
+
+def _decoders_check() -> None:
+    from dashboard.display import decoders
+
+    try:
+        types = decoders.protobuf_types(decoders.rules_parse(ACKBOARD_DECODERS))
+        if types and not ACKBOARD_PROTO_DESCRIPTORS:
+            raise ValueError("protobuf needs ACKBOARD_PROTO_DESCRIPTORS (a descriptor set file)")
+        if ACKBOARD_PROTO_DESCRIPTORS:
+            decoders.protobuf_check(ACKBOARD_PROTO_DESCRIPTORS, types)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"ACKBOARD_DECODERS: {exc}") from None
+
+
+if ACKBOARD_DECODERS or ACKBOARD_PROTO_DESCRIPTORS:
+    _decoders_check()
 #: Safety cap on the overview's stream index (names kept per web process, about 100 bytes
 #: each); streams past it are not listed and the overview says so. Every stream below it
 #: is reachable through the overview's pages and filter.

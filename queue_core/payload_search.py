@@ -27,6 +27,13 @@ Matching rules (documented in docs/failure-loop.md, "Find entries by content and
   ``"c-1"`` are the same search; an expected value nested deeper than
   ``bounded_json.MAX_DEPTH`` is refused (ValueError, a 400). ``true`` never equals ``1``.
 
+With a ``decode`` (the dashboard's decoders of the searched field: msgpack, protobuf,
+base64, compressed content, framework envelopes), a field also matches on its decoded
+value: ``equals`` when that value equals the expected one (read as for ``json``),
+``contains`` when the text occurs in it (its compact JSON, or the text itself), ``json``
+on the decoded value instead of the bytes. ``decode`` returns ``UNDECODED`` when no
+decoder applies, and then only the bytes are matched.
+
 It never writes to Redis and never imports Django; the dashboard decides which fields may
 be searched (redaction) and renders the matches through ``dashboard.views.payloads``.
 Cost: per call, at most ``ceil(max_entries / chunk)`` round trips (two per chunk for the
@@ -36,9 +43,10 @@ pending scan), each O(log n + chunk) in Redis, and the matching's CPU, bounded b
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +69,11 @@ JSON_MAX_BYTES = 1_000_000
 #: Longest path accepted (segments), and longest field name or value searched for.
 MAX_PATH_SEGMENTS = 32
 MAX_TEXT = 10_000
+
+#: What a ``Decode`` returns when no decoder applies to a value.
+UNDECODED: Any = object()
+#: A field value's decoded form (JSON-like), or ``UNDECODED``; it never raises.
+Decode = Callable[[bytes], Any]
 
 _KEY = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)")
 _INDEX = re.compile(r"\[(\d{1,9})\]")
@@ -140,7 +153,12 @@ def search_query(*, field: str, op: str, value: str, path: str = "") -> SearchQu
     if len(field) > MAX_TEXT or len(value) > MAX_TEXT:
         raise ValueError(f"field names and values searched for are at most {MAX_TEXT} characters")
     if op != "json":
-        return SearchQuery(field=field.encode(), op=op, value=value)
+        # What a decoded value must equal: the text read as JSON, else the text itself.
+        try:
+            read: Any = json_read(value)
+        except ValueError:
+            read = value
+        return SearchQuery(field=field.encode(), op=op, value=value, expected=read)
     segments = path_parse(path or "$")
     try:
         expected: Any = json_read(value)
@@ -188,24 +206,44 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-def search_matches(query: SearchQuery, fields: Sequence[tuple[bytes, bytes]]) -> bool:
-    """Whether an entry with ``fields`` matches (any field of that name, if repeated)."""
+def _decoded_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
+def search_matches(
+    query: SearchQuery, fields: Sequence[tuple[bytes, bytes]], *, decode: Decode | None = None
+) -> bool:
+    """Whether an entry with ``fields`` matches (any field of that name, if repeated);
+    ``decode``: see the module's docstring."""
     want = query.value.encode()
     for name, value in fields:
         if name != query.field:
             continue
+        decoded = UNDECODED
+        if decode is not None and len(value) <= JSON_MAX_BYTES:
+            decoded = decode(value)
         if query.op == "equals":
             if value == want:
+                return True
+            if decoded is not UNDECODED and _same(decoded, query.expected):
                 return True
         elif query.op == "contains":
             if want in value:
                 return True
+            if decoded is not UNDECODED and query.value in _decoded_text(decoded):
+                return True
         else:
-            try:
-                document = json_read(value, max_size=JSON_MAX_BYTES)
-            except ValueError:
-                continue
-            found = _walk(document, query.path)
+            if decoded is UNDECODED:
+                try:
+                    decoded = json_read(value, max_size=JSON_MAX_BYTES)
+                except ValueError:
+                    continue
+            found = _walk(decoded, query.path)
             if found is not _MISSING and _same(found, query.expected):
                 return True
     return False
@@ -262,6 +300,7 @@ def _range_search(
     max_ms: int,
     max_matches: int,
     chunk: int,
+    decode: Decode | None,
 ) -> SearchSlice:
     if after is not None:
         entry_id_check(after, what="search cursor")
@@ -284,7 +323,7 @@ def _range_search(
             entry = _entry(item)
             scanned += 1
             cursor = entry.id
-            if search_matches(query, entry.fields):
+            if search_matches(query, entry.fields, decode=decode):
                 matches.append(entry)
             stop = _stopped(budget, scanned, len(matches))
             if stop:
@@ -313,10 +352,11 @@ def stream_search(
     max_ms: int = MAX_MS,
     max_matches: int = MAX_MATCHES,
     chunk: int = CHUNK,
+    decode: Decode | None = None,
 ) -> SearchSlice:
     """The stream's entries matching ``query``, newest first, from just before ``after``
     (None: the newest). One XLEN, then one ``XREVRANGE key (after - COUNT chunk`` per
-    chunk until a budget runs out."""
+    chunk until a budget runs out. ``decode``: the searched field's decoders."""
     return _range_search(
         client,
         stream,
@@ -326,6 +366,7 @@ def stream_search(
         max_ms=max_ms,
         max_matches=max_matches,
         chunk=chunk,
+        decode=decode,
     )
 
 
@@ -339,6 +380,7 @@ def dead_letter_search(
     max_ms: int = MAX_MS,
     max_matches: int = MAX_MATCHES,
     chunk: int = CHUNK,
+    decode: Decode | None = None,
 ) -> SearchSlice:
     """As ``stream_search``, over ``stream``'s dead-letter stream; a dead letter's
     ``ackboard.*`` metadata fields can be searched too."""
@@ -351,6 +393,7 @@ def dead_letter_search(
         max_ms=max_ms,
         max_matches=max_matches,
         chunk=chunk,
+        decode=decode,
     )
 
 
@@ -365,6 +408,7 @@ def pending_search(
     max_ms: int = MAX_MS,
     max_matches: int = MAX_MATCHES,
     chunk: int = CHUNK,
+    decode: Decode | None = None,
 ) -> SearchSlice:
     """``group``'s pending entries whose payload matches, in id order from just after
     ``after``. Per chunk: one ``XPENDING key group (after + chunk``, then one pipelined
@@ -391,7 +435,7 @@ def pending_search(
         for entry_id, got in zip(ids, found, strict=True):
             scanned += 1
             cursor = entry_id
-            if got and search_matches(query, _entry(got[0]).fields):
+            if got and search_matches(query, _entry(got[0]).fields, decode=decode):
                 matches.append(_entry(got[0]))
             stop = _stopped(budget, scanned, len(matches))
             if stop:

@@ -367,7 +367,7 @@ def _row_html(request: HttpRequest, req: ActionRequest, row: PendingRow) -> tupl
         "stream": req.stream,
         "group": req.group,
         # The group page's own row view: a swapped row and a reloaded page never differ.
-        "rows": pending_rows_view((row,), failures),
+        "rows": pending_rows_view((row,), failures, stream=req.stream),
         "page": page,
         "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
         "snapshot_id": "",

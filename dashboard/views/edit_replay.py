@@ -113,12 +113,13 @@ def _is_container_json(text: str) -> Any:
     return value if isinstance(value, (dict, list)) else None
 
 
-def editor_fields(row: DeadLetterRow) -> list[EditorField]:
-    """The editor's rows for the dead letter's own (non-reserved) fields."""
+def editor_fields(row: DeadLetterRow, *, stream: str | None = None) -> list[EditorField]:
+    """The editor's rows for the dead letter's own (non-reserved) fields (``stream``: whose
+    decoders tell whether a field holds a redacted key)."""
     rows = []
     for index, (name, value) in enumerate(_payload(row)):
         name_text, value_text = _decoded(name), _decoded(value)
-        view = payloads.field_view(name, value)
+        view = payloads.field_view(name, value, stream=stream)
         why = ""
         if name_text is None or value_text is None:
             why = "not UTF-8 text"
@@ -229,9 +230,10 @@ def _lf(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
-def _diff_value(name: bytes, value: bytes) -> Any:
-    """A value for the audit row: its text, base64 when not UTF-8, a hash when redacted."""
-    if payloads.field_view(name, value).redacted:
+def _diff_value(name: bytes, value: bytes, stream: str | None) -> Any:
+    """A value for the audit row: its text, base64 when not UTF-8, a hash when redacted
+    (as ``stream``'s decoders show it: a secret inside msgpack is redacted too)."""
+    if payloads.field_view(name, value, stream=stream).redacted:
         return {"redacted": True, "bytes": len(value), "sha256": hashlib.sha256(value).hexdigest()}
     text = _decoded(value)
     if text is None:
@@ -245,20 +247,27 @@ def _diff_name(name: bytes) -> str:
 
 
 def fields_diff(
-    before: Sequence[tuple[bytes, bytes]], after: Sequence[tuple[bytes, bytes]]
+    before: Sequence[tuple[bytes, bytes]],
+    after: Sequence[tuple[bytes, bytes]],
+    *,
+    stream: str | None = None,
 ) -> dict[str, Any]:
     """The payload diff the audit row keeps: changed (before and after), added, removed,
     and the unchanged names."""
     old, new = dict(before), dict(after)
+
+    def shown(name: bytes, value: bytes) -> Any:
+        return _diff_value(name, value, stream)
+
     changed = {
-        _diff_name(n): {"before": _diff_value(n, old[n]), "after": _diff_value(n, v)}
+        _diff_name(n): {"before": shown(n, old[n]), "after": shown(n, v)}
         for n, v in new.items()
         if n in old and old[n] != v
     }
     return {
         "changed": changed,
-        "added": {_diff_name(n): _diff_value(n, v) for n, v in new.items() if n not in old},
-        "removed": {_diff_name(n): _diff_value(n, v) for n, v in old.items() if n not in new},
+        "added": {_diff_name(n): shown(n, v) for n, v in new.items() if n not in old},
+        "removed": {_diff_name(n): shown(n, v) for n, v in old.items() if n not in new},
         "unchanged": [_diff_name(n) for n, v in new.items() if old.get(n) == v],
     }
 
@@ -293,7 +302,7 @@ def dlq_edit(request: HttpRequest, stream: str, dlq_id: str) -> HttpResponse:
     context = {
         "stream": stream,
         "row": row,
-        "fields": editor_fields(row),
+        "fields": editor_fields(row, stream=stream),
         "record": record,
         "reserved_prefix": RESERVED_PREFIX,
     }
@@ -350,7 +359,7 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
             f"{done.new_id}; it is kept until that entry is acknowledged.",
             new_ids=[done.new_id],
             reported={
-                "diff": fields_diff(original, fields),
+                "diff": fields_diff(original, fields, stream=stream),
                 "forced_over": done.previous_new_id,
             },
         )

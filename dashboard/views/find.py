@@ -37,6 +37,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.access.permissions import queues_view_required
+from dashboard.display import decoders
 from dashboard.runtime.connection import get_redis
 from dashboard.views import payloads
 from dashboard.views.page_input import bad_input, check_visible, valid_name
@@ -100,9 +101,30 @@ def _seen(request: HttpRequest) -> int:
     return int(seen) if seen.isdigit() and len(seen) < 16 else 0
 
 
-def _visible(query: SearchQuery, fields: tuple[tuple[bytes, bytes], ...]) -> bool:
-    """A match whose searched field is redacted in part is not shown (no oracle)."""
-    return not any(n == query.field and payloads.field_view(n, v).redacted for n, v in fields)
+def _visible(stream: str, query: SearchQuery, fields: tuple[tuple[bytes, bytes], ...]) -> bool:
+    """A match whose searched field is redacted in part (as the stream's decoders show it)
+    is not shown (no oracle)."""
+    return not any(
+        n == query.field and payloads.field_view(n, v, stream=stream).redacted for n, v in fields
+    )
+
+
+def _decode(stream: str, query: SearchQuery) -> payload_search.Decode:
+    """The searched field's decoders (``ACKBOARD_DECODERS``, else auto) as the search's
+    ``decode``: the decoded value, or ``UNDECODED`` when none applies."""
+    steps = payloads.decoder_steps(stream, query.field.decode("utf-8", "replace"))
+    descriptors = getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", "")
+
+    def decode(value: bytes) -> Any:
+        try:
+            found = decoders.search_value(
+                value, steps, max_bytes=payload_search.JSON_MAX_BYTES, descriptors=descriptors
+            )
+        except Exception:  # a decoder's bug costs one value's match, never the search
+            return payload_search.UNDECODED
+        return payload_search.UNDECODED if found is decoders.NOTHING else found
+
+    return decode
 
 
 def _href(stream: str, where: str, entry_id: str) -> str:
@@ -124,19 +146,26 @@ def find_context(
         "max_matches": SEARCH_MAX_MATCHES,
     }
     client = get_redis()
+    decode = _decode(stream, query)
     found: SearchSlice
     try:
         if where == "stream":
             found = payload_search.stream_search(
-                client=client, stream=stream, query=query, after=after, **budget
+                client=client, stream=stream, query=query, after=after, decode=decode, **budget
             )
         elif where == "dlq":
             found = payload_search.dead_letter_search(
-                client=client, stream=stream, query=query, after=after, **budget
+                client=client, stream=stream, query=query, after=after, decode=decode, **budget
             )
         else:
             found = payload_search.pending_search(
-                client=client, stream=stream, group=group, query=query, after=after, **budget
+                client=client,
+                stream=stream,
+                group=group,
+                query=query,
+                after=after,
+                decode=decode,
+                **budget,
             )
     except CrossSlotName as exc:
         raise BadRequest(str(exc)) from None
@@ -145,9 +174,13 @@ def find_context(
             raise Http404("No such consumer group.") from None
         raise
     matches = [
-        {"id": e.id, "preview": payloads.preview(e.fields), "href": _href(stream, where, e.id)}
+        {
+            "id": e.id,
+            "preview": payloads.preview(e.fields, stream=stream),
+            "href": _href(stream, where, e.id),
+        }
         for e in found.matches
-        if _visible(query, e.fields)
+        if _visible(stream, query, e.fields)
     ]
     params = {
         "where": where,

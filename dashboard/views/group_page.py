@@ -99,9 +99,14 @@ def group_page_verdict(*, detail: GroupDetail, liveness: GroupHealth, now_ms: in
 
 
 def pending_rows_view(
-    rows: tuple[PendingRow, ...], failures: dict[str, str], *, now_ms: int | None = None
+    rows: tuple[PendingRow, ...],
+    failures: dict[str, str],
+    *,
+    now_ms: int | None = None,
+    stream: str | None = None,
 ) -> list[PendingRowView]:
-    """``now_ms``: when ``rows`` were read (their idle times are relative to it)."""
+    """``now_ms``: when ``rows`` were read (their idle times are relative to it);
+    ``stream``: whose decoders the previews use."""
     now = clock.now_ms() if now_ms is None else now_ms
     return [
         PendingRowView(
@@ -109,7 +114,7 @@ def pending_rows_view(
             consumer=r.consumer,
             idle_ms=r.idle_ms,
             deliveries=r.deliveries,
-            preview=payloads.preview(r.entry.fields) if r.entry is not None else "",
+            preview=payloads.preview(r.entry.fields, stream=stream) if r.entry is not None else "",
             payload_missing=r.entry is None,
             last_failure=failures.get(r.id, ""),
             delivered_ms=since_ms(r.idle_ms, now),
@@ -119,12 +124,12 @@ def pending_rows_view(
 
 
 def _pending_context(
-    page: PendingPage, failures: dict[str, str], filters: PendingFilters
+    page: PendingPage, failures: dict[str, str], filters: PendingFilters, stream: str
 ) -> dict[str, Any]:
     """The pending table: its rows with their last failures, the filters and the pager's
     links."""
     return {
-        "rows": pending_rows_view(page.rows, failures),
+        "rows": pending_rows_view(page.rows, failures, stream=stream),
         "page": page,
         "filters": filters,
         "next_query": filters.query(page.next_start) if page.next_start else "",
@@ -181,7 +186,7 @@ def group_context(
         # The badge: the same rule, reason and markup as the overview's.
         "verdict": group_page_verdict(detail=detail, liveness=liveness, now_ms=now),
         "snapshot_id": detail.stream.last_generated_id,
-        **_pending_context(page, failures, filters),
+        **_pending_context(page, failures, filters, stream),
         # Fleet control: the pause and the workers' heartbeats (one round trip).
         **fleet_context(
             client=client, stream=stream, group=group, consumers=detail.consumers, replies=read.also

@@ -84,8 +84,8 @@ class DeadLetterRowView:
 # --- contexts (shared with the live surfaces, dashboard.live.registry) -----------------
 
 
-def _entry_rows(entries: tuple[StreamEntry, ...]) -> list[EntryRow]:
-    return [EntryRow(id=e.id, preview=payloads.preview(e.fields)) for e in entries]
+def _entry_rows(stream: str, entries: tuple[StreamEntry, ...]) -> list[EntryRow]:
+    return [EntryRow(id=e.id, preview=payloads.preview(e.fields, stream=stream)) for e in entries]
 
 
 def stream_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def stream_context(*, client: Client, stream: str, before: str | None = None) ->
         "stream": stream,
         "info": detail.info,
         "groups": detail.groups,
-        "entries": _entry_rows(detail.entries.entries),
+        "entries": _entry_rows(stream, detail.entries.entries),
         "entry_page": detail.entries,
         **charts.stream_rates_context(stream=stream),  # rates: SQL only
     }
@@ -190,7 +190,7 @@ def entry_context(
         "stream": stream,
         "entry_id": entry_id,
         "detail": detail,
-        "fields": payloads.fields_page(detail.entry.fields, start=fields_from)
+        "fields": payloads.fields_page(detail.entry.fields, start=fields_from, stream=stream)
         if detail.entry
         else [],
         "states": views,
@@ -209,9 +209,9 @@ def dlq_context(*, client: Client, stream: str, before: str | None = None) -> di
     rows = [
         DeadLetterRowView(
             row=row,
-            preview=payloads.preview(row.entry.fields),
+            preview=payloads.preview(row.entry.fields, stream=stream),
             fields=payloads.fields_page(
-                row.entry.fields, count=payloads.DLQ_ROW_FIELDS, budget=budget
+                row.entry.fields, count=payloads.DLQ_ROW_FIELDS, budget=budget, stream=stream
             ),
         )
         for row in page.rows

@@ -24,6 +24,11 @@ or encoded, and the masking of a parsed value), and always happens before a valu
 cut, so previews cannot leak either. Finding and parsing a value's JSON, within the
 bounds above, is ``dashboard.views.payload_json``'s.
 
+Values that are neither JSON nor text go through their stream's decoder chain first
+(``dashboard.display.decoders``: msgpack, protobuf, base64, gzip/zstd, FastStream and
+taskiq envelopes, per ``ACKBOARD_DECODERS`` or guessed); a decoded value is redacted
+like parsed JSON (envelope headers too) and a configured decoder that fails fails closed.
+
 It returns plain strings for Django's autoescaping and never produces HTML itself:
 templates must never mark payload text ``|safe``.
 
@@ -40,13 +45,15 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import islice
 from typing import Any
 
 from django.conf import settings
 
+from dashboard.display import decoders
+from dashboard.display.decoders import Step
 from dashboard.views.payload_json import lead_end, looks_like_json, parse_json, wide_json
 from dashboard.views.redaction import (
     REDACTED,
@@ -139,9 +146,109 @@ class _Decoded:
     is_json: bool = False
     redacted: bool = False
     note: str = ""
+    decoded_as: str = ""
+    envelope: str = ""
+    #: Bytes a decoder produced beyond the value's own (decompressed), for the budget.
+    grown: int = 0
 
 
-def _decode(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
+#: Characters of an envelope's metadata line (FastStream's headers, taskiq's task).
+ENVELOPE_CHARS = 600
+
+
+def _decode(
+    value: bytes,
+    *,
+    pretty: bool,
+    json_bytes: int,
+    text_bytes: int,
+    steps: tuple[Step, ...] | None = None,
+) -> _Decoded:
+    """``value`` through its decoder chain (``dashboard.display.decoders``; None: auto),
+    then what is left as JSON or text (``_decode_plain``)."""
+    if steps is None and value.isascii():
+        return _decode_plain(value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
+    limits = decoders.Limits.start(
+        json_bytes, descriptors=getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", "")
+    )
+    decoded = decoders.chain_decode(value, steps, limits)
+    chain = " → ".join(decoded.steps)
+    if decoded.withheld:
+        return _Decoded(
+            text=f"({chain}, {len(value)} bytes: too large to show redacted)",
+            redacted=True,
+            decoded_as=chain,
+        )
+    regex = redact_pattern()
+    envelope, envelope_hit = _envelope(decoded, regex)
+    if decoded.has_value:
+        redactor = Redactor(regex)
+        shown = redactor.value(decoded.value, 0)
+        return _Decoded(
+            _escape_unshowable(_json_text(shown, pretty=pretty)),
+            is_json=isinstance(shown, dict | list),
+            redacted=redactor.hit or envelope_hit,
+            decoded_as=chain,
+            envelope=envelope,
+            note=decoded.note,
+            grown=max(0, len(decoded.data) - len(value)),
+        )
+    if decoded.note and not decoded.guessing:
+        # A configured decoder failed: the bytes are shown as they are, unless a redacted
+        # key name appears anywhere in them (their structure is unknown: fail closed).
+        raw = value[: max(json_bytes, text_bytes)].decode("utf-8", "surrogateescape")
+        _, binary = bytes_text(value, limit=64)
+        if names_secret(raw, anywhere=True, regex=regex):
+            return _masked(value, binary, f"{decoded.note}, and it names a redacted key")
+        if _protobuf_secret(steps, regex):
+            return _masked(value, binary, f"{decoded.note}, and its type has a redacted field")
+    plain = _decode_plain(decoded.data, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
+    notes = "; ".join(n for n in (decoded.note, plain.note) if n)
+    return replace(
+        plain,
+        note=notes,
+        decoded_as=chain,
+        envelope=envelope,
+        redacted=plain.redacted or envelope_hit,
+        grown=max(0, len(decoded.data) - len(value)),
+    )
+
+
+def _protobuf_secret(steps: tuple[Step, ...] | None, regex: re.Pattern[str] | None) -> bool:
+    """Whether a chain that failed has a protobuf step whose type has a redacted field:
+    protobuf bytes hold no field names, so only the type can tell (an unknown type
+    counts)."""
+    if regex is None:
+        return False
+    for step in steps or ():
+        if step.name != "protobuf":
+            continue
+        try:
+            names = decoders.protobuf_field_names(
+                getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", ""), step.arg
+            )
+        except (KeyError, ValueError):
+            return True
+        if any(regex.search(name) for name in names):
+            return True
+    return False
+
+
+def _envelope(decoded: decoders.Decoded, regex: re.Pattern[str] | None) -> tuple[str, bool]:
+    """An envelope's metadata as one redacted line, and whether anything was masked."""
+    if decoded.envelope is None:
+        return "", False
+    redactor = Redactor(regex)
+    shown = redactor.value(decoded.envelope, 0)
+    what = "task" if decoded.envelope_kind == "taskiq" else "headers"
+    line = f"{decoded.envelope_kind} {what}: " + _json_text(shown, pretty=False)
+    if len(line) > ENVELOPE_CHARS:
+        line = line[: ENVELOPE_CHARS - 1] + "…"
+    return _escape_unshowable(line), redactor.hit
+
+
+def _decode_plain(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
+    """``value`` as JSON when it is a JSON document, else as text (escaped bytes)."""
     regex = redact_pattern()
     # Past either limit, only whitespace would be shown anyway.
     start = lead_end(value, limit=max(json_bytes, text_bytes))
@@ -227,10 +334,19 @@ def _decode_text(value: bytes, *, text_bytes: int) -> _Decoded:
     return _Decoded(text, binary=binary)
 
 
-def _decode_safely(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
+def _decode_safely(
+    value: bytes,
+    *,
+    pretty: bool,
+    json_bytes: int,
+    text_bytes: int,
+    steps: tuple[Step, ...] | None = None,
+) -> _Decoded:
     """``_decode``, with a last line of defence: one value never breaks its page."""
     try:
-        return _decode(value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
+        return _decode(
+            value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes, steps=steps
+        )
     except Exception as exc:  # a bug here must cost one value, not the page
         log.warning("payload withheld: decoding raised %s", type(exc).__name__)
         return _Decoded(text=UNDECODABLE, redacted=True, note=UNDECODABLE)
@@ -242,7 +358,9 @@ class FieldView:
 
     ``shown`` is the visible part; ``full`` is set only when the value was cut, and
     holds up to ``MAX_CHARS`` characters for the expander; ``size`` is in bytes;
-    ``note`` says why a value is shown as text, masked whole or decoded unusually.
+    ``note`` says why a value is shown as text, masked whole or decoded unusually;
+    ``decoded_as`` the decoders that applied ("gzip → msgpack"), ``envelope`` an
+    envelope's metadata line (FastStream's headers, taskiq's task), redacted.
     """
 
     name: str
@@ -255,6 +373,8 @@ class FieldView:
     redacted: bool
     clipped: bool
     note: str = ""
+    decoded_as: str = ""
+    envelope: str = ""
 
     @property
     def truncated(self) -> bool:
@@ -272,11 +392,23 @@ class DecodeBudget:
     def allow(self, size: int) -> int:
         """The JSON size this value may be parsed up to; charges the budget if it fits."""
         if size <= PREVIEW_JSON_BYTES:
-            return PRETTY_JSON_BYTES  # small values are cheap; they never spend the budget
+            # Small values are cheap and never spend the budget; once decompressed values
+            # have spent it, what they decompress to is bounded as a preview's.
+            return PRETTY_JSON_BYTES if self.left > 0 else PREVIEW_JSON_BYTES
         if size <= min(self.left, PRETTY_JSON_BYTES):
             self.left -= size
             return PRETTY_JSON_BYTES
         return PREVIEW_JSON_BYTES
+
+    def spend(self, grown: int) -> None:
+        """Charges bytes a decoder produced past a value's own size (decompressed)."""
+        if grown > PREVIEW_JSON_BYTES:
+            self.left -= grown
+
+
+def decoder_steps(stream: str | None, name: str) -> tuple[Step, ...] | None:
+    """The decoder chain ``ACKBOARD_DECODERS`` gives field ``name`` of ``stream``."""
+    return decoders.steps_for(getattr(settings, "ACKBOARD_DECODERS", ""), stream, name)
 
 
 def field_view(
@@ -285,12 +417,13 @@ def field_view(
     *,
     shown_chars: int = SHOWN_CHARS,
     budget: DecodeBudget | None = None,
+    stream: str | None = None,
 ) -> FieldView:
     """One field as display text: decoded or escaped, redacted, JSON-indented, cut.
 
     With a ``budget`` (a table of many entries), a large JSON value is parsed in full only
     while the page's budget lasts; past it, it is withheld as too large, like any value
-    over ``PRETTY_JSON_BYTES``.
+    over ``PRETTY_JSON_BYTES``. ``stream`` chooses the field's decoders (None: auto).
     """
     name_text, name_binary = bytes_text(name)
     if redacts(name_text):
@@ -306,7 +439,15 @@ def field_view(
             clipped=False,
         )
     json_bytes = PRETTY_JSON_BYTES if budget is None else budget.allow(len(value))
-    decoded = _decode_safely(value, pretty=True, json_bytes=json_bytes, text_bytes=DECODE_BYTES)
+    decoded = _decode_safely(
+        value,
+        pretty=True,
+        json_bytes=json_bytes,
+        text_bytes=DECODE_BYTES,
+        steps=decoder_steps(stream, name_text),
+    )
+    if budget is not None:
+        budget.spend(decoded.grown)
     text = decoded.text
     clipped = len(text) > MAX_CHARS
     if clipped:
@@ -323,15 +464,20 @@ def field_view(
         redacted=decoded.redacted,
         clipped=clipped,
         note=decoded.note,
+        decoded_as=decoded.decoded_as,
+        envelope=decoded.envelope,
     )
 
 
 def fields_view(
-    fields: Iterable[tuple[bytes, bytes]], *, budget: DecodeBudget | None = None
+    fields: Iterable[tuple[bytes, bytes]],
+    *,
+    budget: DecodeBudget | None = None,
+    stream: str | None = None,
 ) -> list[FieldView]:
-    """Every field of an entry, in stream order (``budget``: see ``field_view``). Unbounded:
-    pages show ``fields_page`` instead."""
-    return [field_view(name, value, budget=budget) for name, value in fields]
+    """Every field of an entry, in stream order (``budget``, ``stream``: see
+    ``field_view``). Unbounded: pages show ``fields_page`` instead."""
+    return [field_view(name, value, budget=budget, stream=stream) for name, value in fields]
 
 
 class FieldsPage(list[FieldView]):
@@ -369,13 +515,15 @@ def fields_page(
     start: int = 0,
     count: int = PAGE_FIELDS,
     budget: DecodeBudget | None = None,
+    stream: str | None = None,
 ) -> FieldsPage:
     """At most ``count`` fields from index ``start``, and no more once the page has sent
     ``budget.chars_left`` characters of field text, or before a large value its JSON budget
     can no longer parse (one field always, while any characters are left):
     an entry of 50,000 fields, or of a hundred 200,000-character values, costs one page's
     work, not the whole entry's. Each field as ``field_view`` (JSON parsing charged to
-    ``budget``, a fresh ``DecodeBudget`` when None). O(fields shown)."""
+    ``budget``, a fresh ``DecodeBudget`` when None; ``stream``'s decoders). O(fields
+    shown)."""
     budget = budget if budget is not None else DecodeBudget()
     start = max(0, start)
     views: list[FieldView] = []
@@ -389,7 +537,7 @@ def fields_page(
                 # The page's JSON budget cannot parse it: the next page starts with it
                 # (and a fresh budget) rather than showing it withheld as too large.
                 break
-            view = field_view(name, value, budget=budget)
+            view = field_view(name, value, budget=budget, stream=stream)
             views.append(view)
             budget.chars_left -= len(view.name) + len(view.shown) + len(view.full or "")
             if budget.chars_left <= 0:
@@ -405,33 +553,49 @@ PREVIEW_CACHE_BYTES = 4096
 PREVIEW_CACHE_SIZE = 2048
 
 
-def preview(fields: Iterable[tuple[bytes, bytes]], *, chars: int = PREVIEW_CHARS) -> str:
+def preview(
+    fields: Iterable[tuple[bytes, bytes]],
+    *,
+    chars: int = PREVIEW_CHARS,
+    stream: str | None = None,
+) -> str:
     """A one-line summary of an entry for table rows: ``name=value name=value …``.
 
-    Redaction and escaping apply as on the entry page, before the line is cut; JSON is
-    shown compact. A small entry's line is cached by its exact fields, ``chars`` and the
-    redaction pattern (the line is a function of those alone): about 2 µs instead of
-    20-60 µs a row.
+    Redaction and escaping apply as on the entry page, before the line is cut; JSON (and
+    what ``stream``'s decoders decode) is shown compact. A small entry's line is cached by
+    its exact fields, ``chars``, the stream, the redaction pattern and the decoder
+    settings (the line is a function of those alone): about 2 µs instead of 20-60 µs a
+    row.
     """
     # A line shows at most ``chars`` characters and each field takes at least two ("=" and
     # a space), so fields past the first ``chars`` never show: an entry of 50,000 fields
     # costs what its first ``chars`` do.
     pairs = tuple(islice(fields, chars))
     if sum(len(name) + len(value) for name, value in pairs) > PREVIEW_CACHE_BYTES:
-        return _preview(pairs, chars)
+        return _preview(pairs, chars, stream)
+    configured = (
+        getattr(settings, "ACKBOARD_REDACT_PATTERN", ""),
+        getattr(settings, "ACKBOARD_DECODERS", ""),
+        getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", ""),
+    )
     try:
-        return _preview_cached(getattr(settings, "ACKBOARD_REDACT_PATTERN", ""), chars, pairs)
+        return _preview_cached(configured, chars, pairs, stream)
     except TypeError:  # pairs that are not hashable (lists): shown, not cached
-        return _preview(pairs, chars)
+        return _preview(pairs, chars, stream)
 
 
 @lru_cache(maxsize=PREVIEW_CACHE_SIZE)
-def _preview_cached(pattern: str, chars: int, pairs: tuple[tuple[bytes, bytes], ...]) -> str:
-    # ``pattern`` is the key's part for the setting that _preview reads itself.
-    return _preview(pairs, chars)
+def _preview_cached(
+    configured: tuple[str, str, str],
+    chars: int,
+    pairs: tuple[tuple[bytes, bytes], ...],
+    stream: str | None,
+) -> str:
+    # ``configured`` is the key's part for the settings that _preview reads itself.
+    return _preview(pairs, chars, stream)
 
 
-def _preview(fields: tuple[tuple[bytes, bytes], ...], chars: int) -> str:
+def _preview(fields: tuple[tuple[bytes, bytes], ...], chars: int, stream: str | None = None) -> str:
     parts: list[str] = []
     length = 0
     for name, value in fields:
@@ -440,7 +604,11 @@ def _preview(fields: tuple[tuple[bytes, bytes], ...], chars: int) -> str:
             shown = REDACTED
         else:
             decoded = _decode_safely(
-                value, pretty=False, json_bytes=PREVIEW_JSON_BYTES, text_bytes=chars * 4
+                value,
+                pretty=False,
+                json_bytes=PREVIEW_JSON_BYTES,
+                text_bytes=chars * 4,
+                steps=decoder_steps(stream, name_text),
             )
             shown = decoded.text
         part = f"{name_text}={shown}".replace("\n", " ")

@@ -352,14 +352,14 @@ ACKBOARD_PROTO_DESCRIPTORS = os.environ.get("ACKBOARD_PROTO_DESCRIPTORS", "").st
 
 
 def _decoders_check() -> None:
-    from dashboard.display import decoders
+    from dashboard.display import decoders, protobuf_set
 
     try:
         types = decoders.protobuf_types(decoders.rules_parse(ACKBOARD_DECODERS))
         if types and not ACKBOARD_PROTO_DESCRIPTORS:
             raise ValueError("protobuf needs ACKBOARD_PROTO_DESCRIPTORS (a descriptor set file)")
         if ACKBOARD_PROTO_DESCRIPTORS:
-            decoders.protobuf_check(ACKBOARD_PROTO_DESCRIPTORS, types)
+            protobuf_set.protobuf_check(ACKBOARD_PROTO_DESCRIPTORS, types)
     except ValueError as exc:
         raise ImproperlyConfigured(f"ACKBOARD_DECODERS: {exc}") from None
 

@@ -320,6 +320,40 @@ def _retire_prefix(stream: str, group: str) -> str:
     return url[: -len(tail)]
 
 
+def _consumer_pending(name: Any, count: int) -> str:
+    """A consumer's pending count, linked to the table filtered to it where its name can
+    be put in a URL."""
+    if count and isinstance(name, str) and name_problem(name) is None:
+        return f'<a href="?consumer={escape(quote(name))}">{count}</a>'
+    return str(count)
+
+
+def _consumer_inactive(inactive_ms: int | None, since: int | None) -> str:
+    if inactive_ms is None:
+        return _NO_INACTIVE
+    if inactive_ms < 0:
+        return _NEVER_READ
+    if since is None:
+        return duration_span(inactive_ms)
+    return since_span(since_ms(inactive_ms, since))
+
+
+def _consumer_actions(name: Any, prefix: str, buttons: list[tuple[str, str, str]]) -> str:
+    """A consumer's last cell: its buttons (Retire, the declared ones), or why none."""
+    problem = name_problem(name) if isinstance(name, str) else "not text"
+    if problem is not None:
+        return _NO_RETIRE.format(why=escape(problem))
+    base = f"{prefix}{name_segment(name)}/"
+    cells = [
+        _CONSUMER_BUTTON.format(
+            css=escape(css), action=escape(action), name=escape(name),
+            url=escape(f"{base}{action}/"), label=escape(label),
+        )
+        for action, css, label in buttons
+    ]  # fmt: skip
+    return _ACTIONS_CELL.format(buttons="".join(cells))
+
+
 @register.simple_tag
 def consumer_rows(
     health: Any,
@@ -338,61 +372,33 @@ def consumer_rows(
     so the table's HTML changes only when what it shows changes); without, durations."""
     since = None if now_ms is None else int(now_ms)
     window = escape(human_ms(health.stuck_after_ms))
-    declared = consumer_buttons(perms)
-    prefix = _retire_prefix(stream, group) if retire or declared else ""
+    buttons = ([("retire", "btn small danger", "Retire")] if retire else []) + consumer_buttons(
+        perms
+    )
+    prefix = _retire_prefix(stream, group) if buttons else ""
     out = []
     for n, judged in enumerate(health.consumers, start=1):
         c = judged.info
         count = int(c.pending)
-        if count and not (isinstance(c.name, str) and name_problem(c.name) is None):
-            pending = str(count)
-        elif count:
-            pending = f'<a href="?consumer={escape(quote(c.name))}">{count}</a>'
-        else:
-            pending = str(count)
-        if c.inactive_ms is None:
-            inactive = _NO_INACTIVE
-        elif c.inactive_ms < 0:
-            inactive = _NEVER_READ
-        elif since is None:
-            inactive = duration_span(c.inactive_ms)
-        else:
-            inactive = since_span(since_ms(c.inactive_ms, since))
         if judged.seen:
             seen = _LIVE
         elif judged.holds_stuck:
             seen = _DEAD.format(window=window, pending=count)
         else:
             seen = _NOT_SEEN.format(window=window)
-        actions = ""
-        if retire or declared:
-            problem = name_problem(c.name) if isinstance(c.name, str) else "not text"
-            if problem is None:
-                base = f"{prefix}{name_segment(c.name)}/"
-                buttons = [
-                    _CONSUMER_BUTTON.format(
-                        css=escape(css), action=escape(action), name=escape(c.name),
-                        url=escape(f"{base}{action}/"), label=escape(label),
-                    )
-                    for action, css, label in ([("retire", "btn small danger", "Retire")]
-                                               if retire else []) + declared
-                ]  # fmt: skip
-                actions = _ACTIONS_CELL.format(buttons="".join(buttons))
-            else:
-                actions = _NO_RETIRE.format(why=escape(problem))
         out.append(
             _CONSUMER.format(
                 n=n,
                 name=escape(_truncated(c.name, 80)),
-                pending=pending,
+                pending=_consumer_pending(c.name, count),
                 idle=(
                     duration_span(c.idle_ms)
                     if since is None
                     else since_span(since_ms(c.idle_ms, since))
                 ),
-                inactive=inactive,
+                inactive=_consumer_inactive(c.inactive_ms, since),
                 seen=seen,
-                actions=actions,
+                actions=_consumer_actions(c.name, prefix, buttons) if buttons else "",
             )
         )
     return mark_safe("".join(out))  # noqa: S308 - every value above was escaped

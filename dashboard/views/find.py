@@ -135,6 +135,43 @@ def _href(stream: str, where: str, entry_id: str) -> str:
     return reverse("dashboard:entry-detail", args=[stream, entry_id])
 
 
+def _search(
+    stream: str,
+    where: str,
+    group: str,
+    query: SearchQuery,
+    after: str | None,
+    budget: dict[str, int],
+) -> SearchSlice:
+    """One slice of the search over the stream, its dead letters or a group's pending."""
+    client = get_redis()
+    decode = _decode(stream, query)
+    try:
+        if where == "stream":
+            return payload_search.stream_search(
+                client=client, stream=stream, query=query, after=after, decode=decode, **budget
+            )
+        if where == "dlq":
+            return payload_search.dead_letter_search(
+                client=client, stream=stream, query=query, after=after, decode=decode, **budget
+            )
+        return payload_search.pending_search(
+            client=client,
+            stream=stream,
+            group=group,
+            query=query,
+            after=after,
+            decode=decode,
+            **budget,
+        )
+    except CrossSlotName as exc:
+        raise BadRequest(str(exc)) from None
+    except redis.ResponseError as exc:
+        if not_a_group(exc):
+            raise Http404("No such consumer group.") from None
+        raise
+
+
 def find_context(
     *, stream: str, where: str, group: str, query: SearchQuery, after: str | None, seen: int
 ) -> dict[str, Any]:
@@ -145,34 +182,7 @@ def find_context(
         "max_ms": int(getattr(settings, "ACKBOARD_SEARCH_MAX_MS", 250)),
         "max_matches": SEARCH_MAX_MATCHES,
     }
-    client = get_redis()
-    decode = _decode(stream, query)
-    found: SearchSlice
-    try:
-        if where == "stream":
-            found = payload_search.stream_search(
-                client=client, stream=stream, query=query, after=after, decode=decode, **budget
-            )
-        elif where == "dlq":
-            found = payload_search.dead_letter_search(
-                client=client, stream=stream, query=query, after=after, decode=decode, **budget
-            )
-        else:
-            found = payload_search.pending_search(
-                client=client,
-                stream=stream,
-                group=group,
-                query=query,
-                after=after,
-                decode=decode,
-                **budget,
-            )
-    except CrossSlotName as exc:
-        raise BadRequest(str(exc)) from None
-    except redis.ResponseError as exc:
-        if not_a_group(exc):
-            raise Http404("No such consumer group.") from None
-        raise
+    found = _search(stream, where, group, query, after, budget)
     matches = [
         {
             "id": e.id,

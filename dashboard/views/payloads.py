@@ -32,11 +32,8 @@ like parsed JSON (envelope headers too) and a configured decoder that fails fail
 It returns plain strings for Django's autoescaping and never produces HTML itself:
 templates must never mark payload text ``|safe``.
 
-Cost: linear in the bytes decoded. Measured on the 2-core dev machine (CPU time, one
-value, ``uv run python -m benchmarks.payload_decode``): a 2 MB JSON value takes
-0.17-0.37 s whatever its shape (deep, flat, escaped, 100k inner documents, 4000-digit
-numbers, a typical object with a secret); a 256 KB preview at most 0.06 s; a 50 MB text
-value 0.02 s.
+Cost: linear in the bytes decoded, at most a few tenths of a second for a 2 MB JSON
+value whatever its shape (``benchmarks.payload_decode``, figures in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -52,8 +49,9 @@ from typing import Any
 
 from django.conf import settings
 
-from dashboard.display import decoders
+from dashboard.display import decoders, protobuf_set
 from dashboard.display.decoders import Step
+from dashboard.display.escaping import bytes_text, escape_unshowable
 from dashboard.views.payload_json import lead_end, looks_like_json, parse_json, wide_json
 from dashboard.views.redaction import (
     REDACTED,
@@ -98,41 +96,6 @@ DECODE_BYTES = (MAX_CHARS + 1) * 4
 #: The note of a value whose decoding failed in a way nothing here expected (a bug): it
 #: is withheld, not shown, and the fuzz tests assert this never happens.
 UNDECODABLE = "withheld: this value could not be decoded"
-
-# C0/C1 controls and DEL (except tab and newline, which read fine in <pre>), lone
-# surrogates (an HTTP response cannot encode them) and the invisible BOM.
-_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufeff]")
-
-
-def _escape_unshowable(text: str) -> str:
-    def escape(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        if 0xDC80 <= code <= 0xDCFF:  # an invalid byte, kept by "surrogateescape"
-            return f"\\x{code - 0xDC00:02x}"
-        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-    return _UNSHOWABLE.sub(escape, text)
-
-
-def bytes_text(raw: bytes, *, limit: int | None = None) -> tuple[str, bool]:
-    """``raw`` (or its first ``limit`` bytes) as display text, and whether it is binary.
-
-    Binary bytes (not valid UTF-8) are shown as ``\\xNN`` escapes around their printable
-    ASCII; either way control characters are escaped, so the text is one safe, visible
-    string. A UTF-8 character cut by ``limit`` is dropped, not taken for binary.
-    """
-    head = raw if limit is None or len(raw) <= limit else raw[:limit]
-    try:
-        return _escape_unshowable(head.decode("utf-8")), False
-    except UnicodeDecodeError as exc:
-        if len(head) < len(raw) and exc.reason == "unexpected end of data":
-            try:
-                return _escape_unshowable(head[: exc.start].decode("utf-8")), False
-            except UnicodeDecodeError:
-                pass
-        text = head.decode("ascii", "backslashreplace")
-        return _escape_unshowable(text), True
-
 
 # --- one value ---------------------------------------------------------------------------
 
@@ -185,7 +148,7 @@ def _decode(
         redactor = Redactor(regex)
         shown = redactor.value(decoded.value, 0)
         return _Decoded(
-            _escape_unshowable(_json_text(shown, pretty=pretty)),
+            escape_unshowable(_json_text(shown, pretty=pretty)),
             is_json=isinstance(shown, dict | list),
             redacted=redactor.hit or envelope_hit,
             decoded_as=chain,
@@ -224,7 +187,7 @@ def _protobuf_secret(steps: tuple[Step, ...] | None, regex: re.Pattern[str] | No
         if step.name != "protobuf":
             continue
         try:
-            names = decoders.protobuf_field_names(
+            names = protobuf_set.protobuf_field_names(
                 getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", ""), step.arg
             )
         except (KeyError, ValueError):
@@ -244,7 +207,7 @@ def _envelope(decoded: decoders.Decoded, regex: re.Pattern[str] | None) -> tuple
     line = f"{decoded.envelope_kind} {what}: " + _json_text(shown, pretty=False)
     if len(line) > ENVELOPE_CHARS:
         line = line[: ENVELOPE_CHARS - 1] + "…"
-    return _escape_unshowable(line), redactor.hit
+    return escape_unshowable(line), redactor.hit
 
 
 def _decode_plain(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
@@ -283,16 +246,16 @@ def _decode_plain(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: in
             return _masked(value, binary, f"{reason}, and it names a redacted key")
         if isinstance(exc, BoundedJSONError):
             notes.insert(0, f"shown as text: {reason}")
-        return _Decoded(_escape_unshowable(text), binary=binary, note="; ".join(notes))
+        return _Decoded(escape_unshowable(text), binary=binary, note="; ".join(notes))
     redactor = Redactor(regex)
     # Nothing to walk (100k+ Python calls for a big value) if no name matches anywhere.
     named = names_secret(text, anywhere=True, regex=regex)
     shown = redactor.value(parsed, 0) if named else parsed
     if isinstance(shown, str):  # a JSON string: shown as written unless it held secrets
         out = json.dumps(shown, ensure_ascii=False) if redactor.hit else text
-        return _Decoded(_escape_unshowable(out), binary=binary, redacted=redactor.hit)
+        return _Decoded(escape_unshowable(out), binary=binary, redacted=redactor.hit)
     return _Decoded(
-        _escape_unshowable(_json_text(shown, pretty=pretty)),
+        escape_unshowable(_json_text(shown, pretty=pretty)),
         binary=binary,
         is_json=True,
         redacted=redactor.hit,

@@ -5,7 +5,7 @@ Owns, for a loop that Ackboard did not write and that runs on ``redis.asyncio``:
 - ``attempt_settle``: one failed attempt recorded and, when due, dead-lettered, through
   the same functions as ``queue_core.recording`` (record layout, verdict, the atomic
   dead-letter script that also XACKs). Returns whether the entry left the PEL;
-- ``Fleet``: one heartbeat per consumer the framework runs, in ``{S}:workers:<group>``
+- ``AdapterFleet``: one heartbeat per consumer the framework runs, in ``{S}:workers:<group>``
   with ``control.Heartbeat``'s JSON, and the group's pause as ``control`` writes it, read
   every ``PAUSE_CHECK_MS``. ``admit`` is where a framework's message waits while its group
   is paused; a heartbeat confirms the pause once its consumer runs nothing.
@@ -126,7 +126,7 @@ class _Group:
     open: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class Fleet:
+class AdapterFleet:
     """The heartbeats and pause watch of every consumer one framework process runs.
 
     ``add`` the consumers, ``await start(client)`` once the framework is connected (it

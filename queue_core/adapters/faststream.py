@@ -49,7 +49,13 @@ from faststream.exceptions import HandlerException, SkipMessage
 from faststream.middlewares import AckPolicy
 from faststream.redis import RedisBroker
 
-from queue_core.adapters._fleet import Fleet, Slot, attempt_settle, deliveries_check, still_held
+from queue_core.adapters._fleet import (
+    AdapterFleet,
+    Slot,
+    attempt_settle,
+    deliveries_check,
+    still_held,
+)
 from queue_core.recording import MAX_DELIVERIES
 
 #: Ack policies that XACK a failed message: it could never be retried or dead-lettered.
@@ -65,12 +71,12 @@ class AckboardMiddleware:
     ) -> None:  # fmt: skip
         self.broker = broker
         self.max_deliveries = deliveries_check(max_deliveries)
-        self.fleet = Fleet(heartbeat_ms=heartbeat_ms)
+        self.fleet = AdapterFleet(heartbeat_ms=heartbeat_ms)
         self.client: redis.asyncio.Redis | None = None
         broker.add_middleware(self)
 
-    def __call__(self, msg: Any, /, *, context: ContextRepo) -> _Scope:
-        return _Scope(msg, context=context, ackboard=self)
+    def __call__(self, msg: Any, /, *, context: ContextRepo) -> _MessageScope:
+        return _MessageScope(msg, context=context, ackboard=self)
 
     async def start(self) -> None:
         """Check the subscribers, then heartbeat their consumers (after the broker started).
@@ -107,7 +113,7 @@ def _target(sub: Any) -> tuple[str, str, str] | None:
     return stream_sub.name, stream_sub.group, stream_sub.consumer
 
 
-class _Scope(BaseMiddleware[Any, Any]):
+class _MessageScope(BaseMiddleware[Any, Any]):
     """One message's passage: wait out a pause, run the handler, settle a failure."""
 
     __slots__ = ("ackboard",)

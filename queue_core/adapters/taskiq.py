@@ -55,7 +55,13 @@ from taskiq.abc.broker import AsyncBroker
 from taskiq.exceptions import NoResultError
 from taskiq_redis import RedisStreamBroker
 
-from queue_core.adapters._fleet import Fleet, Slot, attempt_settle, deliveries_check, still_held
+from queue_core.adapters._fleet import (
+    AdapterFleet,
+    Slot,
+    attempt_settle,
+    deliveries_check,
+    still_held,
+)
 from queue_core.recording import MAX_DELIVERIES
 
 log = logging.getLogger("queue_core.adapters")
@@ -100,7 +106,7 @@ class AckboardMiddleware(TaskiqMiddleware):
         self.max_deliveries = deliveries_check(max_deliveries)
         #: What the Workers table shows as Concurrency (the worker's --max-async-tasks).
         self.concurrency = concurrency
-        self.fleet = Fleet(heartbeat_ms=heartbeat_ms)
+        self.fleet = AdapterFleet(heartbeat_ms=heartbeat_ms)
         self.client: redis.asyncio.Redis | None = None
         self._entries: dict[str, _EntryAck] = {}
 

@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from dashboard.display.durations import human_ms
+from dashboard.display.escaping import bytes_text
 from dashboard.templatetags.ackboard import copy_button, duration_span
 from dashboard.views import payload_json, payloads, redaction
 from queue_core import services
@@ -21,15 +22,15 @@ from tests.factories import add_entries, make_group
 
 class BytesTextTests:
     def test_utf8_is_kept(self) -> None:
-        assert payloads.bytes_text("ünï 流".encode()) == ("ünï 流", False)
+        assert bytes_text("ünï 流".encode()) == ("ünï 流", False)
 
     def test_invalid_utf8_is_escaped(self) -> None:
-        text, binary = payloads.bytes_text(b"ok\xff\xfe\x00")
+        text, binary = bytes_text(b"ok\xff\xfe\x00")
         assert binary is True
         assert text == "ok\\xff\\xfe\\x00"
 
     def test_control_characters_are_escaped(self) -> None:
-        text, binary = payloads.bytes_text(b"a\x1b[31mred\x00\tb\nc")
+        text, binary = bytes_text(b"a\x1b[31mred\x00\tb\nc")
         assert binary is False
         assert text == "a\\x1b[31mred\\x00\tb\nc"
 

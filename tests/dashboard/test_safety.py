@@ -26,6 +26,7 @@ from django.urls import URLPattern, URLResolver
 from dashboard import urls
 from dashboard.access.audit import audit_record
 from dashboard.display.converters import NameConverter
+from dashboard.display.escaping import bytes_text
 from dashboard.models import AuditEvent
 from dashboard.views import payloads
 from queue_core.keys import stream_keys
@@ -731,7 +732,7 @@ class HugePayloadCostTests:
         assert len(view.full) == payloads.MAX_CHARS
 
     def test_utf8_cut_at_the_limit_is_not_binary(self) -> None:
-        text, binary = payloads.bytes_text("aé".encode() * 10, limit=4)  # cuts inside é
+        text, binary = bytes_text("aé".encode() * 10, limit=4)  # cuts inside é
         assert (text, binary) == ("aéa", False)
         assert "\\x" not in payloads.preview([(b"t", "é".encode() * 1000)])
 

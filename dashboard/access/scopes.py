@@ -25,11 +25,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from django import db
 from django.contrib.auth.context_processors import PermWrapper
 from django.contrib.auth.models import Permission
 from django.db.models import Q
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
+
+from dashboard.runtime.middleware import RedisErrorMiddleware
 
 APP = "dashboard"
 VIEW_QUEUES = "dashboard.view_queues"
@@ -205,8 +208,14 @@ def access_of(user: Any) -> Access:
         return Access(frozenset())
     cached = getattr(user, "_ackboard_access", None)
     if cached is None:
-        supers = [user.pk] if user.is_superuser else []
-        cached = Access(frozenset(_grants_of([user.pk], supers)[user.pk]))
+        from dashboard.models import StreamScope
+
+        if user.is_superuser or StreamScope.objects.filter(group__user=user).exists():
+            supers = [user.pk] if user.is_superuser else []
+            cached = Access(frozenset(_grants_of([user.pk], supers)[user.pk]))
+        else:  # no scope: Django's own permissions (cached on the user), everywhere
+            perms = user.get_all_permissions()
+            cached = Access(frozenset(p for p in perms if p.startswith(APP + ".")))
         user._ackboard_access = cached
     return cached
 
@@ -264,17 +273,21 @@ class StreamScopeMiddleware(MiddlewareMixin):
 
     def process_view(
         self, request: HttpRequest, view: Any, args: Any, kwargs: dict[str, Any]
-    ) -> None:
+    ) -> HttpResponse | None:
         stream = kwargs.get("stream")
         if not isinstance(stream, str):
-            return
+            return None
         request.ackboard_stream = stream  # type: ignore[attr-defined]
         user = _page_user(request)
         if request.method not in ("GET", "HEAD") or user is None:
-            return
-        access = access_of(user)
+            return None
+        try:
+            access = access_of(user)
+        except (db.OperationalError, db.InterfaceError) as exc:  # the database is down
+            return RedisErrorMiddleware.database_down(request, exc)
         if access.anywhere(VIEW_QUEUES) and not access.reads(stream):
             raise Http404("No such stream.")
+        return None
 
 
 def stream_perms(request: HttpRequest) -> dict[str, Any]:

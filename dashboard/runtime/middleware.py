@@ -45,7 +45,7 @@ class RedisErrorMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, db.OperationalError | db.InterfaceError):
-            return self._database_down(request, exception)
+            return self.database_down(request, exception)
         if not isinstance(exception, redis.RedisError):
             return None
         log.warning("redis error on %s: %s", request.path, exception)
@@ -74,7 +74,7 @@ class RedisErrorMiddleware:
         return response
 
     @staticmethod
-    def _database_down(request: HttpRequest, exception: Exception) -> HttpResponse:
+    def database_down(request: HttpRequest, exception: Exception) -> HttpResponse:
         """The database did not answer (down, unreachable, or no pooled connection came
         within the pool's timeout): a 503 page or htmx banner, rendered without the
         request, since its user and CSRF token would need the database too."""

@@ -52,13 +52,6 @@ class DeclaredPermissionTests:
         every = _codenames({*action_permissions().values(), VIEW_QUEUES, EDIT_REPLAY})
         assert meta | rows == every
 
-    def test_the_migrations_names_stay(self) -> None:
-        """The permissions the migrations created keep their names: the admin site shows
-        what it showed before the rows declared them."""
-        names = dict(Permission.objects.values_list("codename", "name"))
-        assert names["acknowledge_entry"] == "Can acknowledge (discard) pending entries"
-        assert names["administer_group"] == "Can create and delete groups and reset their position"
-
     def test_names_come_from_the_rows(self) -> None:
         assert permission_name([("retry", "pending")]) == "Can retry pending entries"
         assert (

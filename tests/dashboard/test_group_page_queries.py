@@ -39,12 +39,15 @@ def _tables(sql: str) -> str:
         return "dashboard_ratesample"
     if '"dashboard_auditevent"' in sql:
         return "dashboard_auditevent"
+    if '"dashboard_streamscope"' in sql:
+        return "dashboard_streamscope"
     return sql
 
 
 READS = [
     "django_session",
     "auth_user",
+    "dashboard_streamscope",  # whether the user's roles reach only some streams
     "auth_permission",  # ModelBackend: the user's own permissions
     "auth_permission",  # and its groups'
     "dashboard_indexedfailure",  # the page's entries' last failures

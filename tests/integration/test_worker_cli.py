@@ -249,6 +249,7 @@ class QueueWorkerSignalTests:
         assert [(j.id, j.delivery_count) for j in jobs] == [(entry_id, 2)]
 
 
+@pytest.mark.one_engine  # signals to a process group under uv: not about the server
 class QueueWorkerProcessGroupTests:
     """The worker under ``uv run``, its whole process group signalled."""
 

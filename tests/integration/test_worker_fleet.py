@@ -29,6 +29,10 @@ from tests.factories import add_entries, make_group
 from tests.integration.test_worker_cli import uv_binary, worker_env
 from tests.queue_core.worker.helpers import wait_until
 
+#: Process groups and signals, not the server: Redis 7 only (the worker's contract tests
+#: under tests/queue_core/ run on every engine).
+pytestmark = pytest.mark.one_engine
+
 ROOT = Path(__file__).resolve().parents[2]
 HANDLER = "tests.integration.fleet_handlers:record"
 

@@ -82,6 +82,8 @@ class IndexedFailure(models.Model):
     #: The attempt's cause (``queue_core.fingerprint``): attempts differing only in ids,
     #: numbers or quoted values share it. Set by the ingestor; "" on rows not yet backfilled.
     fingerprint = models.CharField(max_length=16, blank=True, default="")
+    #: The OpenTelemetry trace the attempt ran in (32 hex digits), "" when none.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["-failed_at", "-id"]

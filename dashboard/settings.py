@@ -349,6 +349,19 @@ ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|s
 ACKBOARD_DECODERS = os.environ.get("ACKBOARD_DECODERS", "").strip()
 #: The protobuf descriptor set (a FileDescriptorSet file) that protobuf decoders read.
 ACKBOARD_PROTO_DESCRIPTORS = os.environ.get("ACKBOARD_PROTO_DESCRIPTORS", "").strip()
+#: Trace links (docs/configuration.md, "Trace links"): the tracing UI's URL for a trace,
+#: with ``{trace_id}`` where the 32 hex digits go; "" shows no links. The entry field
+#: that carries a W3C ``traceparent`` (or a bare trace id) is ACKBOARD_TRACE_FIELD.
+ACKBOARD_TRACE_URL = os.environ.get("ACKBOARD_TRACE_URL", "").strip()
+ACKBOARD_TRACE_FIELD = os.environ.get("ACKBOARD_TRACE_FIELD", "traceparent").strip()
+if ACKBOARD_TRACE_URL and (
+    not ACKBOARD_TRACE_URL.startswith(("https://", "http://"))
+    or "{trace_id}" not in ACKBOARD_TRACE_URL
+):
+    raise ImproperlyConfigured(
+        "ACKBOARD_TRACE_URL must be an http(s) URL with {trace_id} in it, for example "
+        "https://tracing.example.com/trace/{trace_id}"
+    )
 
 
 def _decoders_check() -> None:

@@ -3,7 +3,8 @@
 Owns the record's layout (read by the dashboard's failure ingestor): UTF-8 text fields
 ``group``, ``entry_id``, ``consumer``, ``attempt``, ``error_type``, ``message`` (at most
 2,000 chars), ``traceback`` (at most 8,000, keeping the tail), ``duration_ms`` and
-``failed_at_ms``. It never acks, never dead-letters and never raises a Redis error into
+``failed_at_ms``, and ``trace_id`` when the attempt ran inside an OpenTelemetry span
+(``queue_core.tracing``). It never acks, never dead-letters and never raises a Redis error into
 the caller's loop: a record that cannot be written is logged, and the entry it describes
 stays pending anyway. Given a ``FailureBacklog``, records that could not be written
 because Redis was away (unreachable, loading, read-only) are kept there, at most 10,000,
@@ -26,6 +27,7 @@ from queue_core.clock import now_ms
 from queue_core.connection import Client, publisher
 from queue_core.events import event_message
 from queue_core.keys import EVENTS_CHANNEL, stream_keys
+from queue_core.tracing import current_trace_id
 
 log = logging.getLogger("queue_core.failures")
 
@@ -53,9 +55,10 @@ class FailureRecord:
     traceback: str = ""
     duration_ms: float = 0.0
     failed_at_ms: int = 0
+    trace_id: str = ""
 
     def fields(self) -> dict[str, str]:
-        return {
+        fields = {
             "group": self.group,
             "entry_id": self.entry_id,
             "consumer": self.consumer,
@@ -66,6 +69,9 @@ class FailureRecord:
             "duration_ms": f"{self.duration_ms:.3f}",
             "failed_at_ms": str(self.failed_at_ms or now_ms()),
         }
+        if self.trace_id:
+            fields["trace_id"] = self.trace_id
+        return fields
 
 
 def failure_from_exception(
@@ -78,7 +84,9 @@ def failure_from_exception(
     duration_ms: float,
     failed_at_ms: int | None = None,
 ) -> FailureRecord:
-    """A record for a handler's exception: type name, bounded message and traceback tail."""
+    """A record for a handler's exception: type name, bounded message and traceback tail,
+    and the current span's trace id (the recording API and the adapters build it inside
+    the framework's handler span)."""
     tb = "".join(traceback.format_exception(exc))
     return FailureRecord(
         group=group,
@@ -90,6 +98,7 @@ def failure_from_exception(
         traceback=tb[-MAX_TRACEBACK:],
         duration_ms=duration_ms,
         failed_at_ms=failed_at_ms or now_ms(),
+        trace_id=current_trace_id(),
     )
 
 

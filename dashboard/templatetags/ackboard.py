@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils.safestring import SafeString, mark_safe
 
 from dashboard.display.durations import human_ms
@@ -122,6 +123,23 @@ def copy_button(value: str, label: str = "copy") -> SafeString:
         value,
         value,
         label,
+    )
+
+
+@register.simple_tag
+def trace_link(trace_id: str) -> SafeString:
+    """A link to ``trace_id`` in the team's tracing UI (``ACKBOARD_TRACE_URL``), or
+    nothing without a URL or a trace id. The id is 32 hex digits
+    (``queue_core.tracing``), so the URL is the operator's template and nothing else."""
+    url = getattr(settings, "ACKBOARD_TRACE_URL", "")
+    if not url or not trace_id:
+        return SafeString("")
+    return _html(
+        '<a class="trace-link" href="{}" rel="noopener noreferrer" target="_blank" '
+        'title="Trace {}">trace {}…</a>',
+        url.replace("{trace_id}", trace_id),
+        trace_id,
+        trace_id[:8],
     )
 
 

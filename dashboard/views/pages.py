@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -45,6 +46,7 @@ from dashboard.views.page_input import (
 from queue_core import selectors
 from queue_core.connection import Client
 from queue_core.keys import MAX_NAME_LENGTH
+from queue_core.tracing import trace_id_parse
 from queue_core.types import DeadLetterRow, EntryGroupState, PendingRow, StreamEntry
 from queue_core.validation import entry_id_ms
 
@@ -196,7 +198,14 @@ def entry_context(
         "states": views,
         "dlq_scanned": found.scanned if found is not None else 0,
         "failures": failures,
+        "trace_id": _trace_id_of(detail.entry.fields) if detail.entry else "",
     }
+
+
+def _trace_id_of(fields: tuple[tuple[bytes, bytes], ...]) -> str:
+    """The trace id in the entry's ``ACKBOARD_TRACE_FIELD`` (a ``traceparent``), or "" ."""
+    name = settings.ACKBOARD_TRACE_FIELD.encode()
+    return next((trace_id_parse(value) for key, value in fields if key == name), "")
 
 
 def dlq_context(*, client: Client, stream: str, before: str | None = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from dashboard.models import IndexedFailure
 from queue_core.fingerprint import fingerprint
+from queue_core.tracing import trace_id_parse
 from queue_core.validation import entry_id_ms
 
 #: Text caps, so one oversized record cannot make its whole batch fail on a strict database.
@@ -83,6 +84,7 @@ def failure_record_parse(
         # From the record's own text (the digest reads at most 1,000 characters of the
         # message and 8,000 of the traceback, so the caps above never change it).
         fingerprint=fingerprint(error_type, message, traceback),
+        trace_id=trace_id_parse(text.get("trace_id")),
     )
 
 

@@ -22,13 +22,14 @@ ENV UV_COMPILE_BYTECODE=1 \
     UV_PROJECT_ENVIRONMENT=/app/.venv
 WORKDIR /app
 # The dependencies first: this layer is rebuilt only when the lock file changes. The
-# dashboard group and no dev tools (no pytest, no browser driver).
+# dashboard group and no dev tools (no pytest, no browser driver); the faststream extra
+# so the payload decoders read FastStream's binary messages.
 COPY pyproject.toml uv.lock ./
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --locked --no-default-groups --group dashboard --no-install-project
+    uv sync --locked --no-default-groups --group dashboard --extra faststream --no-install-project
 COPY . .
 RUN --mount=type=cache,target=/root/.cache/uv \
-    uv sync --locked --no-default-groups --group dashboard
+    uv sync --locked --no-default-groups --group dashboard --extra faststream
 
 # --- runtime: the same Python, the environment and the source, as a user without rights
 FROM ${PYTHON_IMAGE} AS runtime

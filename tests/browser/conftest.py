@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests import decoder_samples
 from tests.browser.server import (
     HOW_TO_GET_CHROMIUM,
     LiveServer,
@@ -57,13 +58,23 @@ def seeded(browser_redis: redis.Redis, names: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def web_server(redis_url: str, names: str, seeded: dict[str, str]) -> Iterator[LiveServer]:
+def web_server(
+    redis_url: str, names: str, seeded: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    descriptors = decoder_samples.descriptor_set(tmp_path_factory.mktemp("proto") / "set.pb")
     server = LiveServer(
         redis_url=redis_url,
         streams=(names + "*") if names else "*",
         ingest_poll=0.1,
-        # Streams a test adds are listed on the overview within a second.
-        extra_env={"ACKBOARD_INDEX_REFRESH_S": "1"},
+        extra_env={
+            # Streams a test adds are listed on the overview within a second.
+            "ACKBOARD_INDEX_REFRESH_S": "1",
+            # test_decoders_browser's streams; others are "auto", as with no rule.
+            "ACKBOARD_DECODERS": f"{names}wire-msgpack=msgpack; "
+            f"{names}wire-protobuf#body=protobuf:acme.Payment; "
+            f"{names}wire-faststream#__data__=faststream",
+            "ACKBOARD_PROTO_DESCRIPTORS": descriptors,
+        },
     )
     with serving(server):
         yield server

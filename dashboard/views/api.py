@@ -211,7 +211,7 @@ def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
 def api_bulk(request: HttpRequest, action: str, *, user: User) -> Answer:
     """A bulk action: a dry run, or with ``"confirm": true`` one capped step. Body:
     ``stream``, ``group``, then ``ids`` or a filter (``scope: "filter"``, ``consumer``,
-    ``min_idle_ms``), ``snapshot_id``, ``cursor``, ``done_before``, ``reason``."""
+    ``min_idle_ms``, ``fingerprint``), ``snapshot_id``, ``cursor``, ``done_before``, ``reason``."""
     if may_act(user, action):
         body = _body(request)
         text, fields = _text, _fields(body)

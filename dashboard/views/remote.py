@@ -145,7 +145,12 @@ def _snapshot_now(stream: str, group: str) -> str:
 def _dry_run_answer(answer: BulkAnswer, step: BulkStep, found: BulkScope) -> Answer:
     req = answer.req
     scope = "selected" if step.ids is not None else "filter"
-    whose = "matching the filter" if step.ids is None else f"of the {len(step.ids)} selected"
+    if step.fingerprint:  # as the bulk bar says it (dashboard/_bulk_bar.html)
+        whose = f"whose last failure has cause {step.fingerprint}"
+    elif step.ids is None:
+        whose = "matching the filter"
+    else:
+        whose = f"of the {len(step.ids)} selected"
     message = (
         f"Dry run: {_plural(found.count)} {whose} "
         f"{'is' if found.count == 1 else 'are'} pending in {req.group} up to "

@@ -8,6 +8,7 @@ fingerprint, and 403 without the action's permission.
 
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -16,8 +17,10 @@ import pytest
 import redis
 from django.db import connection
 from django.test import Client
+from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from dashboard.access.api_tokens import token_issue
 from dashboard.insight.failure_index import (
     FailureFilter,
     cause_pending_ids,
@@ -28,6 +31,7 @@ from dashboard.insight.failure_index import (
 from dashboard.models import AuditEvent, IndexedFailure
 from queue_core.fingerprint import fingerprint
 from tests.dashboard.action_helpers import HTMX, MakeClient, bulk_url, last_audit, pending_ids
+from tests.dashboard.test_cli import ackboard
 from tests.factories import add_failure, indexed_failure, make_pending
 from tests.html import element_text, table_rows
 
@@ -437,3 +441,58 @@ class ActOnCauseTests:
         assert response.status_code == 400
         assert "fingerprint must be 16 hex digits" in response.content.decode()
         assert pending_ids(r, stream) == ids
+
+
+class RemoteByCauseTests:
+    """``manage.py ackboard bulk --fingerprint`` and the API's ``fingerprint``: the same
+    scope as the Failures page's buttons, dry run first."""
+
+    def test_the_command_line_acts_on_one_cause(
+        self, r: redis.Redis, stream: str, make_client: MakeClient
+    ) -> None:
+        ids, fps = three_causes(r, stream)
+        make_client()  # olga, every action
+        base = ["bulk", "acknowledge", stream, "g", "--user", "olga", "--reason", "fixed"]
+        code, out, _ = ackboard(*base, "--fingerprint", fps["key"])
+        assert code == 0
+        assert "3 entries whose last failure has cause " + fps["key"] in out
+        hint = f"run again with --fingerprint {fps['key']} --yes --snapshot-id {ids[-1]}."
+        assert out.rstrip().endswith(hint), out
+        assert pending_ids(r, stream) == ids and not AuditEvent.objects.exists()
+
+        code, out, _ = ackboard(
+            *base, "--fingerprint", fps["key"], "--yes", "--snapshot-id", ids[-1]
+        )
+        assert code == 0, out
+        assert pending_ids(r, stream) == ids[:4] + ids[7:]
+        row = last_audit()
+        assert (row.action, row.channel, row.entry_ids) == ("bulk-acknowledge", "cli", ids[4:7])
+        assert row.state_before["fingerprint"] == fps["key"]
+
+        code, _, err = ackboard(*base, "--fingerprint", "<b>nope</b>")
+        assert code == 2 and "fingerprint must be 16 hex digits" in err
+
+    def test_the_api_acts_on_one_cause(
+        self, r: redis.Redis, stream: str, make_client: MakeClient, django_user_model: Any
+    ) -> None:
+        ids, fps = three_causes(r, stream)
+        make_client()
+        _, token = token_issue(user=django_user_model.objects.get(username="olga"), name="t")
+        body = {"stream": stream, "group": "g", "scope": "filter", "fingerprint": fps["decline"]}
+        path = reverse("dashboard:api-bulk", args=["dead-letter"])
+        headers = {"Authorization": f"Bearer {token}"}
+        dry = Client().post(
+            path, json.dumps(body), content_type="application/json", headers=headers
+        )
+        assert dry.status_code == 200 and dry.json()["dry_run"] is True
+        assert dry.json()["count"] == 3  # 7, 8 and 0, whose last failure is the decline
+        confirmed = {**body, "snapshot_id": dry.json()["snapshot_id"], "confirm": True}
+        done = Client().post(
+            path, json.dumps(confirmed), content_type="application/json", headers=headers
+        )
+        assert done.status_code == 200, done.content
+        assert pending_ids(r, stream) == ids[1:7]
+        row = last_audit()
+        assert (row.action, row.channel) == ("bulk-dead-letter", "api")
+        assert sorted(row.entry_ids) == sorted([ids[0], ids[7], ids[8]])
+        assert row.state_before["fingerprint"] == fps["decline"]

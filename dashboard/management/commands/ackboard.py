@@ -24,6 +24,7 @@ This module parses and prints; it never talks to Redis or writes audit rows itse
 from __future__ import annotations
 
 import json
+import shlex
 from argparse import ArgumentParser
 from typing import Any
 
@@ -64,6 +65,12 @@ def _bulk_arguments(p: ArgumentParser) -> None:
     p.add_argument("--ids", nargs="+", default=None, metavar="ID", help="These entries.")
     p.add_argument("--consumer", default="", help="Filter: this consumer's entries.")
     p.add_argument("--min-idle-ms", default="", help="Filter: idle at least this long.")
+    p.add_argument(
+        "--fingerprint",
+        default="",
+        help="Filter: entries whose last failure has this cause (16 hex digits, as the "
+        "Failures page's by-cause view shows).",
+    )
     p.add_argument("--snapshot-id", default="", help="The snapshot the dry run printed.")
     p.add_argument("--yes", action="store_true", help="Act on the first capped step.")
     p.add_argument("--continue", dest="cursor", default="", help="Act from this cursor.")
@@ -85,7 +92,10 @@ def _bulk(user: User, options: Options) -> Answer:
         fields["ids"] = list(options["ids"])
     else:
         fields.update(
-            scope="filter", consumer=options["consumer"], min_idle_ms=options["min_idle_ms"]
+            scope="filter",
+            consumer=options["consumer"],
+            min_idle_ms=options["min_idle_ms"],
+            fingerprint=options["fingerprint"],
         )
     answer = bulk_answer(
         user=user,
@@ -96,17 +106,35 @@ def _bulk(user: User, options: Options) -> Answer:
         channel="cli",
     )
     payload = answer.payload
+    scope = _filter_flags(options)
     if answer.ok and payload.get("dry_run") and payload["count"]:
         payload["message"] += (
-            f" To act, run again with --yes --snapshot-id {payload['snapshot_id']}."
+            f" To act, run again with{scope} --yes --snapshot-id {payload['snapshot_id']}."
         )
     elif answer.ok and payload.get("dry_run") is False and not payload["complete"]:
         payload["message"] += (
-            f" Continue with --continue {payload['next_cursor']} --snapshot-id "
+            f" Continue with{scope} --continue {payload['next_cursor']} --snapshot-id "
             f"{payload['snapshot_id']} --done-before {payload['done_total']} "
             f"--skipped-before {payload['skipped_total']}."
         )
     return answer
+
+
+def _filter_flags(options: Options) -> str:
+    """The filter the command was given, repeated in its hints: the next step must name
+    the same scope (" --consumer w1 --fingerprint 3f…", or "")."""
+    if options["ids"] is not None:
+        return ""
+    given = [
+        f" --{flag} {shlex.quote(str(options[dest]))}"
+        for flag, dest in (
+            ("consumer", "consumer"),
+            ("min-idle-ms", "min_idle_ms"),
+            ("fingerprint", "fingerprint"),
+        )
+        if options[dest]
+    ]
+    return "".join(given)
 
 
 #: The kinds whose subcommands come before bulk's in the help.

@@ -97,6 +97,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     *chart_views.patterns(),  # the rate charts' data
     *redrive_views.patterns(),  # redrive dead letters: dialog, controls, API
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
+    re_path(r"^api/v1/actions/edit-replay/?$", api_views.api_edit_replay, name="api-edit-replay"),
     re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
     re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),
     re_path(r"^api/v1/whoami/?$", api_views.api_whoami, name="api-whoami"),

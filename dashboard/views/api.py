@@ -21,6 +21,7 @@ most one UPDATE a minute), then the action's own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -34,11 +35,20 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from dashboard.access.api_tokens import token_authenticate
-from dashboard.access.permissions import action_permissions, may_act
+from dashboard.access.permissions import EDIT_REPLAY, action_permissions, may_act
+from dashboard.access.scopes import may
 from dashboard.runtime.middleware import redis_problem
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
-from dashboard.views.remote import Answer, Fields, action_answer, bulk_answer, refusal
+from dashboard.views.edit_replay import FieldChanges
+from dashboard.views.remote import (
+    Answer,
+    Fields,
+    action_answer,
+    bulk_answer,
+    edit_replay_answer,
+    refusal,
+)
 from queue_core.bounded_json import BoundedJSONError, json_read
 from queue_core.errors import invalid_id
 
@@ -205,6 +215,36 @@ def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
         fields=fields,
         channel="api",
     )
+
+
+@api_view("POST")
+def api_edit_replay(request: HttpRequest, *, user: User) -> Answer:
+    """Edit & replay a dead letter. Body: ``stream``, ``id`` (the dead letter's), then
+    ``set`` (an object: field name to text), ``set_json`` (field name to a JSON value),
+    ``drop`` (a list of names), ``force`` and ``reason``; every other field is kept."""
+    body, _ = _denied_input(request)  # a denied user's answer is the audited 403
+    stream, dlq_id = _given(body, "stream"), _given(body, "id")
+    changes = FieldChanges(set={}, set_json={}, drop=())
+    if may(user, EDIT_REPLAY, stream):
+        body = _body(request)
+        stream, dlq_id = _text(body, "stream"), _text(body, "id")
+        changes = _changes(body)
+    fields = {"reason": _given(body, "reason"), "force": "1" if body.get("force") is True else ""}
+    return edit_replay_answer(user=user, stream=stream, dlq_id=dlq_id, changes=changes,
+                              fields=fields, channel="api")  # fmt: skip
+
+
+def _changes(body: dict[str, Any]) -> FieldChanges:
+    """``set``, ``set_json`` and ``drop`` of an edit & replay body, checked for shape."""
+    sets, documents, drop = body.get("set", {}), body.get("set_json", {}), body.get("drop", [])
+    if not isinstance(sets, dict) or not all(isinstance(v, str) for v in sets.values()):
+        raise BadRequest("set must be an object of field names to text")
+    if not isinstance(documents, dict):
+        raise BadRequest("set_json must be an object of field names to JSON values")
+    if not isinstance(drop, list) or not all(isinstance(v, str) for v in drop):
+        raise BadRequest("drop must be a list of field names")
+    as_text = {name: json.dumps(value, ensure_ascii=False) for name, value in documents.items()}
+    return FieldChanges(set=sets, set_json=as_text, drop=drop)
 
 
 @api_view("POST")

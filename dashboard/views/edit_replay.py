@@ -33,7 +33,7 @@ import base64
 import contextlib
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from dashboard.access.scopes import may
 from dashboard.runtime.connection import get_redis
 from dashboard.views import payloads
 from dashboard.views.action_runner import (
+    ActionRequest,
     ActionResult,
     BadRequest,
     action_request,
@@ -314,7 +315,33 @@ def dlq_edit(request: HttpRequest, stream: str, dlq_id: str) -> HttpResponse:
 @login_required
 def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpResponse:
     """Replay the dead letter with the edited fields, keeping it until that succeeds."""
-    form = ActionForm(request.POST)
+    req, outcome = edit_replay_run(
+        request,
+        user=request.user,
+        stream=stream,
+        dlq_id=dlq_id,
+        data=request.POST,
+        edited=lambda original: edited_fields(request.POST, original),
+        channel="button",
+    )
+    return respond(request, req, outcome)
+
+
+def edit_replay_run(
+    request: HtmxHttpRequest | None,
+    *,
+    user: Any,
+    stream: str,
+    dlq_id: str,
+    data: Mapping[str, Any],
+    edited: Callable[[list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]],
+    channel: str,
+) -> tuple[ActionRequest, ActionResult]:
+    """The edit & replay of a dead letter by ``user``, audited whatever happens: the
+    editor's POST (``request``), a terminal's or a script's (None). ``edited`` makes the
+    new entry's fields from the dead letter's payload fields; ``data`` holds the form's
+    ``reason``, ``force``, ``place`` and ``next``."""
+    form = ActionForm(data)
     req = action_request(
         request,
         form,
@@ -324,9 +351,9 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
         ids=[dlq_id[:64]],
         default_place="dlq",
         home="dlq",
+        channel=channel,
     )
     req.place = "dlq"
-    user = request.user
     found: list[DeadLetterRow] = []
 
     def state() -> dict[str, Any]:
@@ -340,18 +367,18 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
     if not may(user, EDIT_REPLAY, stream):
         with contextlib.suppress(BadRequest, redis.RedisError, ValueError, CrossSlotName):
             state()  # the refusal's audit row names the dead letter's group
-        return respond(request, req, denied(user, req))
+        return req, denied(user, req)
 
     def call() -> ActionResult:
         original = _payload(found[0])
-        fields = edited_fields(request.POST, original)
+        fields = edited(original)
         done = dead_letter_edit_replay(
             client=get_redis(),
             stream=stream,
             dlq_id=dlq_id,
             fields=fields,
             operator=user.get_username(),
-            force=request.POST.get("force") == "1",
+            force=data.get("force") == "1",
         )
         return ActionResult(
             "ok",
@@ -364,8 +391,55 @@ def dlq_edit_replay(request: HtmxHttpRequest, stream: str, dlq_id: str) -> HttpR
             },
         )
 
-    outcome = run(user, req, state_before=state, call=call)
-    return respond(request, req, outcome)
+    return req, run(user, req, state_before=state, call=call)
+
+
+@dataclass(frozen=True)
+class FieldChanges:
+    """A terminal's or a script's edit: ``set`` (name to text), ``set_json`` (name to a
+    JSON document) and ``drop`` (names). Every other field is kept as it is."""
+
+    set: Mapping[str, str]
+    set_json: Mapping[str, str]
+    drop: Sequence[str]
+
+    def edited(self, original: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """The new entry's fields: the changes as the editor's rows, through
+        ``edited_fields`` (so the same rules and the same 400s)."""
+        named = [*self.set, *self.set_json, *self.drop]
+        twice = sorted({n for n in named if named.count(n) > 1})
+        if twice:
+            raise BadRequest(f"field {twice[0][:80]!r} is both set and dropped, or set twice")
+        names = {name.decode("utf-8", "replace"): i for i, (name, _) in enumerate(original)}
+        for name in self.drop:
+            if name not in names:
+                raise BadRequest(f"there is no field {name[:80]!r} to drop")
+        rows: dict[str, list[str]] = {k: [] for k in _ROWS}
+        for i, (raw, _) in enumerate(original):
+            name = raw.decode("utf-8", "replace")
+            if name in self.drop:
+                continue
+            mode, value = "keep", ""
+            if name in self.set:
+                mode, value = "text", self.set[name]
+            elif name in self.set_json:
+                mode, value = "json", self.set_json[name]
+            _row(rows, str(i), name, value, mode)
+        for name, value in self.set.items():
+            if name not in names:
+                _row(rows, "", name, value, "text")
+        for name, value in self.set_json.items():
+            if name not in names:
+                _row(rows, "", name, value, "json")
+        return edited_fields(rows, original)
+
+
+_ROWS = ("field_orig", "field_name", "field_value", "field_mode")
+
+
+def _row(rows: dict[str, list[str]], orig: str, name: str, value: str, mode: str) -> None:
+    for key, item in zip(_ROWS, (orig, name, value, mode), strict=True):
+        rows[key].append(item)
 
 
 # --- the dead-letter page's part ---------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Owns turning a request from a terminal or a script (an action, its target and the
 fields its button would post) into the button's own call, ``actions.action_run`` or
-``bulk.bulk_run``, and the outcome into one ``Answer``: an HTTP status and a JSON-able
+``bulk.bulk_run``, or the editor's ``edit_replay.edit_replay_run``, and the outcome into
+one ``Answer``: an HTTP status and a JSON-able
 payload whose ``message`` is the one line a terminal prints.
 
 A terminal has not seen a page, so where a button posts what its page showed, the
@@ -47,6 +48,7 @@ from dashboard.views.answer import Answer, refusal
 
 __all__ = ["Answer", "Fields", "action_answer", "bulk_answer", "refusal"]
 from dashboard.views.bulk import BulkAnswer, BulkStep, bulk_cap, bulk_run
+from dashboard.views.edit_replay import FieldChanges, edit_replay_run
 from queue_core import selectors
 from queue_core.results import BulkResult, BulkScope
 
@@ -124,6 +126,19 @@ def action_answer(
         channel=channel,
         fill=guard,
     )
+    return _outcome_answer(req, outcome)
+
+
+def edit_replay_answer(
+    *, user: Operator, stream: str, dlq_id: str, changes: FieldChanges, fields: Fields,
+    channel: str,
+) -> Answer:  # fmt: skip
+    """Edit & replay a dead letter as ``user``: ``changes`` applied to its payload fields
+    (``fields``: ``reason``, ``force``), through the editor's own path and audit row."""
+    req, outcome = edit_replay_run(
+        None, user=user, stream=stream, dlq_id=dlq_id, data=fields, edited=changes.edited,
+        channel=channel,
+    )  # fmt: skip
     return _outcome_answer(req, outcome)
 
 

@@ -76,6 +76,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "api-redrive-control": ("POST", "token"),
     "api-action": ("POST", "token"),
     "api-bulk": ("POST", "token"),
+    "api-edit-replay": ("POST", "token"),
     "api-whoami": ("GET", "token"),
     "api-not-found": ("GET", "token"),
 }

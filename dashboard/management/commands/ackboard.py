@@ -34,6 +34,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from dashboard.access.api_tokens import token_issue, token_revoke
+from dashboard.management import edit_replay as edit_replay_cli
 from dashboard.management import redrive as redrive_cli
 from dashboard.management.table import Options, Step, Subcommand, action_subcommand, single
 from dashboard.models import ApiToken
@@ -151,6 +152,7 @@ def subcommands() -> tuple[Subcommand, ...]:
     rows = [action_subcommand(row) for row in ACTIONS.values() if row.cli is not None]
     return (
         *(sub for sub in rows if ACTIONS[sub.name].on in _BEFORE_BULK),
+        *edit_replay_cli.SUBCOMMANDS,  # edit & replay a dead letter
         _BULK,
         *(sub for sub in rows if ACTIONS[sub.name].on not in _BEFORE_BULK),
         *redrive_cli.SUBCOMMANDS,  # redrive dead letters

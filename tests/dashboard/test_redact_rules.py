@@ -58,7 +58,7 @@ def world(
     settings.ACKBOARD_REDACT_RULES = f"{prefix}orders:*=card_number|cvv; {prefix}x=iban"
     out = {}
     for stream in (prefix + "orders:eu", prefix + "mail"):
-        ids = [r.xadd(stream, FIELDS).decode() for _ in range(3)]  # type: ignore[arg-type]
+        ids = [r.xadd(stream, FIELDS).decode() for _ in range(3)]
         r.xgroup_create(stream, GROUP, id="0")
         r.xreadgroup(GROUP, "c1", {stream: ">"}, count=3)
         entry_dead_letter(client=r, stream=stream, group=GROUP, entry_id=ids[-1], reason="p")

@@ -5,7 +5,8 @@ A user whose only group has the StreamScope ``team-a:*`` (read and Retry) logs i
 the form, sees the team-a stream on the overview and not the team-b one, gets the 404
 page for the team-b stream's URL, presses Retry on a team-a entry (Redis shows it due),
 and, with the overview open, a team-b stream created meanwhile is never pushed to it
-while a team-a stream created with it is.
+while a team-a stream created after it is (the superuser's overview, open beside it,
+tells when the server knows the team-b stream).
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ def team_page(chromium: Any, web_server: LiveServer, names: str) -> Any:
 
 
 def test_a_scoped_team_sees_and_retries_only_its_streams(
-    team_page: Any, web_server: LiveServer, browser_redis: redis.Redis, names: str
+    team_page: Any, page: Any, web_server: LiveServer, browser_redis: redis.Redis, names: str
 ) -> None:
-    page, tag = team_page, uuid.uuid4().hex[:6]
+    admin_page, page, tag = page, team_page, uuid.uuid4().hex[:6]
     mine, theirs = f"{names}team-a:{tag}", f"{names}team-b:{tag}"
     [entry_id] = make_pending(browser_redis, mine, "g", "w1", 1)
     make_pending(browser_redis, theirs, "g", "w1", 1)
@@ -70,9 +71,13 @@ def test_a_scoped_team_sees_and_retries_only_its_streams(
     assert theirs not in shown.all_inner_texts()
     assert all(n.strip().startswith(names + "team-a:") for n in shown.all_inner_texts())
 
-    # A stream of each team appears while the overview is open: only ours is pushed.
+    # A team-b stream appears while the overview is open: once the server's index holds
+    # it (the superuser's overview shows it), a team-a stream appears too; the push that
+    # brings ours, rendered after theirs was known, leaves theirs out.
     caught_up(page)
     browser_redis.xadd(theirs + "-new", {"p": "1"})
+    every = admin_page.locator("#stream-table td.name a")
+    expect(every.filter(has_text=theirs + "-new")).to_have_count(1)
     browser_redis.xadd(mine + "-new", {"p": "1"})
     expect(shown.filter(has_text=mine + "-new")).to_have_count(1)
     assert page.locator("body", has_text=theirs).count() == 0

@@ -12,6 +12,7 @@ global pattern applies on both. Then the rules' syntax, and a malformed rule sto
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlencode
@@ -162,11 +163,20 @@ def test_the_rules_syntax_and_the_pattern_a_stream_gets() -> None:
         ("orders:*=card(", "'orders:*=card(': the field regex is not valid"),
         ("=cvv", "A stream pattern may not be empty"),
         ("orders:*= ", "the field regex is empty"),
+        ("a\x01=cvv", "may not contain control characters"),
     ],
 )
-def test_a_malformed_rule_stops_manage_check(tmp_path: Path, rules: str, says: str) -> None:
-    env = _env(tmp_path, DJANGO_SECRET_KEY=KEY, ACKBOARD_REDACT_RULES=rules)
-    _one_line(_run([sys.executable, "manage.py", "check"], env), "ACKBOARD_REDACT_RULES: ", says)
+def test_a_malformed_rule_says_what_is_wrong(rules: str, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)):
+        rules_parse(rules)
+
+
+def test_a_malformed_rule_stops_manage_check(tmp_path: Path) -> None:
+    env = _env(tmp_path, DJANGO_SECRET_KEY=KEY, ACKBOARD_REDACT_RULES="orders:*=card(")
+    _one_line(
+        _run([sys.executable, "manage.py", "check"], env),
+        "ACKBOARD_REDACT_RULES: 'orders:*=card(': the field regex is not valid",
+    )
 
 
 def test_a_rule_that_cannot_join_the_global_pattern_stops_manage_check(tmp_path: Path) -> None:

@@ -344,6 +344,21 @@ ACKBOARD_STREAMS = parse_allowlist(os.environ.get("ACKBOARD_STREAMS"))
 ACKBOARD_REDIS_TIMEOUT = _float("ACKBOARD_REDIS_TIMEOUT", 2.0)
 #: Payload fields whose names match this (case-insensitive) regex are redacted.
 ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|secret|token|key")
+#: More fields redacted on some streams (docs/configuration.md): rules
+#: ``STREAM_PATTERN=FIELD_REGEX`` separated by ";", on top of the pattern above.
+ACKBOARD_REDACT_RULES = os.environ.get("ACKBOARD_REDACT_RULES", "").strip()
+
+
+def _redaction_check() -> None:
+    from dashboard.display import redact_rules
+
+    try:
+        redact_rules.settings_check(ACKBOARD_REDACT_PATTERN, ACKBOARD_REDACT_RULES)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+_redaction_check()
 #: Payload decoders per stream pattern (docs/configuration.md, "Payload decoders"): rules
 #: ``PATTERN[#FIELD]=DECODER[,DECODER…]`` separated by ";"; fields no rule names are "auto".
 ACKBOARD_DECODERS = os.environ.get("ACKBOARD_DECODERS", "").strip()

@@ -11,18 +11,16 @@ everywhere. A user may do X on stream S when some grant of X reaches S; reading 
 
 Owns ``Access`` (a user's grants, as a frozenset of strings a live rendering can be keyed
 by: ``"dashboard.retry_entry"`` everywhere, ``"dashboard.retry_entry@orders:*"`` on one
-pattern), how grants are read from SQL for one user or many, and the one translation of a
-pattern into a regular expression that Python and the database both use (SQLite through
-Django's REGEXP, PostgreSQL's ``~``), so a page filtered in memory and one filtered in SQL
-agree. Never touches Redis.
+pattern), and how grants are read from SQL for one user or many. A pattern's syntax and
+its one translation into a regular expression that Python and the database both use are
+``dashboard.display.stream_patterns``' (re-exported here), so a page filtered in memory
+and one filtered in SQL agree. Never touches Redis.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from django import db
@@ -32,41 +30,16 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 
+from dashboard.display.stream_patterns import MAX_PATTERN as MAX_PATTERN
+from dashboard.display.stream_patterns import matcher as _matcher
+from dashboard.display.stream_patterns import pattern_check as pattern_check
+from dashboard.display.stream_patterns import pattern_regex as pattern_regex
 from dashboard.runtime.middleware import RedisErrorMiddleware
 
 APP = "dashboard"
 VIEW_QUEUES = "dashboard.view_queues"
 #: Between a permission and the pattern it is granted on, in a grant.
 AT = "@"
-#: The longest pattern a scope may hold (a stream name's column is 1,024 long).
-MAX_PATTERN = 1024
-
-_ANY_RUN = r"[\s\S]*"  # "." misses a newline in Python and SQLite's REGEXP
-_ANY_ONE = r"[\s\S]"
-
-
-def pattern_regex(pattern: str) -> str:
-    """``pattern`` as an anchored regular expression both Python and the database read
-    alike (``\\A``/``\\Z``: ``$`` would also match before a trailing newline)."""
-    parts = [_ANY_RUN if c == "*" else _ANY_ONE if c == "?" else re.escape(c) for c in pattern]
-    return r"\A" + "".join(parts) + r"\Z"
-
-
-def pattern_check(pattern: str) -> str:
-    """``pattern`` if a scope may hold it; ValueError with a message an admin can act on."""
-    if not pattern:
-        raise ValueError("A stream pattern may not be empty (use * for every stream).")
-    if len(pattern) > MAX_PATTERN:
-        raise ValueError(f"A stream pattern is at most {MAX_PATTERN} characters long.")
-    if any(ord(c) < 32 or ord(c) == 127 for c in pattern):
-        raise ValueError("A stream pattern may not contain control characters.")
-    return pattern
-
-
-@lru_cache(maxsize=256)
-def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
-    """One compiled alternation for a set of patterns: one C call per name checked."""
-    return re.compile("|".join(f"(?:{pattern_regex(p)})" for p in patterns)).match
 
 
 @dataclass(frozen=True)

@@ -412,6 +412,13 @@ def _reach_cut(
     return kept
 
 
+def reached_names(index: StreamIndex, reach: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The index's names ``reach`` lets a user read (None: all), in name order; cached
+    while the names are the same, like a view's cut."""
+    every = index.snapshot().names
+    return every if reach is None else _reach_cut((id(index), "", "name", reach), every, reach)
+
+
 def overview_page(
     *, index: StreamIndex, query: OverviewQuery, size: int, reach: tuple[str, ...] | None = None
 ) -> OverviewPage:
@@ -419,11 +426,9 @@ def overview_page(
     O(page) once its view is cached (see ``_ordered``). With ``reach``, only the streams
     it lets the user read, counted and paged as if there were no others."""
     names = _ordered(index, query)
-    total = len(index.snapshot().names)
+    total = len(reached_names(index, reach))
     if reach is not None:
         names = _reach_cut((id(index), query.q, query.sort, reach), names, reach)
-        every = index.snapshot().names
-        total = len(_reach_cut((id(index), "", "name", reach), every, reach))
     pages = max(1, -(-len(names) // size))
     page = min(query.page, pages)
     start = (page - 1) * size

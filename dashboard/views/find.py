@@ -10,7 +10,8 @@ both use is ``_find.html``, included by the stream, group and dead-letter pages.
 Budgets: ``ACKBOARD_SEARCH_MAX_ENTRIES`` entries and ``ACKBOARD_SEARCH_MAX_MS``
 milliseconds per request (defaults 5,000 and 250), ``SEARCH_MAX_MATCHES`` matches shown
 per slice; Continue resumes from the last id looked at. Redacted fields
-(``ACKBOARD_REDACT_PATTERN``) cannot be searched: a field or JSON key whose name is
+(``ACKBOARD_REDACT_PATTERN``, and the ``ACKBOARD_REDACT_RULES`` of the stream searched)
+cannot be searched: a field or JSON key whose name is redacted is refused (400), and an
 redacted is refused (400), and an entry whose searched field is redacted in part (a
 secret key inside its JSON) is never reported as a match, so a search cannot be used as
 an oracle for a hidden value. Matches are shown through ``dashboard.views.payloads.preview``
@@ -53,11 +54,11 @@ _TIME = re.compile(r"\A(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\
 _ID = re.compile(r"\A\d{1,20}(-\d{1,20})?\Z")
 
 
-def _redacted(name: str) -> bool:
-    return payloads.field_view(name.encode(), b"").redacted
+def _redacted(name: str, stream: str) -> bool:
+    return payloads.field_view(name.encode(), b"", stream=stream).redacted
 
 
-def _query(request: HttpRequest) -> SearchQuery:
+def _query(request: HttpRequest, stream: str) -> SearchQuery:
     field = request.GET.get("field", "")
     op = request.GET.get("op", "contains")
     path = request.GET.get("path", "")
@@ -67,8 +68,10 @@ def _query(request: HttpRequest) -> SearchQuery:
         )
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    if _redacted(field) or any(isinstance(s, str) and _redacted(s) for s in query.path):
-        raise BadRequest("That field is redacted (ACKBOARD_REDACT_PATTERN): it cannot be searched.")
+    if _redacted(field, stream) or any(
+        isinstance(s, str) and _redacted(s, stream) for s in query.path
+    ):
+        raise BadRequest("That field is redacted on this stream: it cannot be searched.")
     return query
 
 
@@ -228,7 +231,7 @@ def payload_find(request: HttpRequest, stream: str) -> HttpResponse:
         stream=stream,
         where=where,
         group=group,
-        query=_query(request),
+        query=_query(request, stream),
         after=_after(request),
         seen=_seen(request),
     )

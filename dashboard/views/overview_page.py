@@ -28,6 +28,7 @@ from queue_core import clock, selectors
 from queue_core import health as queue_health
 from queue_core.connection import Client
 from queue_core.health import StreamHealth
+from queue_core.stream_index import StreamIndex
 from queue_core.types import StreamSummary
 from queue_core.validation import entry_id_ms
 
@@ -149,6 +150,21 @@ def _overview_rows(summaries: tuple[StreamSummary, ...], now_ms: int) -> list[Ov
     return rows
 
 
+def _unmeasured(
+    index: StreamIndex,
+    query: stream_index.OverviewQuery,
+    reach: tuple[str, ...] | None,
+) -> int:
+    """Streams the user reads that an order by figures lists last (not yet measured):
+    O(1) for a user who reads every stream, O(streams reached) for a scoped one, and
+    only when the view is ordered by figures."""
+    if query.sort == "name":
+        return 0
+    if reach is None:
+        return max(0, len(index.snapshot().names) - index.summarized())
+    return sum(1 for n in stream_index.reached_names(index, reach) if index.summary(n) is None)
+
+
 def overview_context(
     *, client: Client, view: str = "", reach: tuple[str, ...] | None = None
 ) -> dict[str, Any]:
@@ -189,7 +205,9 @@ def overview_context(
         "index": snap,
         "index_age_s": _age_s(snap.refreshed_at),
         "figures_age_s": None if figures_age is None else int(figures_age),
-        "figures_missing": max(0, len(snap.names) - index.summarized()),
+        # Counts of the user's streams only: a scoped user learns nothing of the others.
+        "figures_missing": _unmeasured(index, query, reach),
+        "companions": snap.companions if reach is None else 0,
         "prev_query": query.encode(page=page.page - 1) if page.page > 1 else None,
         "next_query": query.encode(page=page.page + 1) if page.page < page.pages else None,
     }

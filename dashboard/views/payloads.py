@@ -4,7 +4,8 @@ Owns how field bytes become display text: UTF-8 when it decodes, an escaped form
 the bytes otherwise (control characters and lone surrogates escaped too, so a terminal
 escape, a NUL or an unencodable character in a payload cannot confuse or break the
 page), JSON pretty-printed, long values cut with the full value behind an expander, and
-fields whose names match ``settings.ACKBOARD_REDACT_PATTERN`` redacted (also inside JSON
+fields whose names match ``settings.ACKBOARD_REDACT_PATTERN`` (and on a stream that
+``ACKBOARD_REDACT_RULES`` names, its rules' regexes too) redacted (also inside JSON
 objects, and inside JSON carried in JSON strings).
 
 Decoding is bounded, because one hostile value must cost only its own row:
@@ -41,11 +42,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import islice
-from typing import Any
+from typing import Any, ParamSpec
 
 from django.conf import settings
 
@@ -58,11 +59,11 @@ from dashboard.views.redaction import (
     Redactor,
     names_secret,
     redact_pattern,
-    redacts,
 )
 from queue_core.bounded_json import BoundedJSONError
 
 log = logging.getLogger("ackboard.payloads")
+P = ParamSpec("P")
 
 #: JSON bytes one page may parse in full across all its rows (the dead-letter table shows
 #: 50 entries' fields): past it, each value gets only the preview's allowance, so a page
@@ -126,11 +127,14 @@ def _decode(
     json_bytes: int,
     text_bytes: int,
     steps: tuple[Step, ...] | None = None,
+    stream: str | None = None,
 ) -> _Decoded:
     """``value`` through its decoder chain (``dashboard.display.decoders``; None: auto),
-    then what is left as JSON or text (``_decode_plain``)."""
+    then what is left as JSON or text (``_decode_plain``), redacted as on ``stream``."""
     if steps is None and value.isascii():
-        return _decode_plain(value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
+        return _decode_plain(
+            value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes, stream=stream
+        )
     limits = decoders.Limits.start(
         json_bytes, descriptors=getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", "")
     )
@@ -142,7 +146,7 @@ def _decode(
             redacted=True,
             decoded_as=chain,
         )
-    regex = redact_pattern()
+    regex = redact_pattern(stream)
     envelope, envelope_hit = _envelope(decoded, regex)
     if decoded.has_value:
         redactor = Redactor(regex)
@@ -165,7 +169,9 @@ def _decode(
             return _masked(value, binary, f"{decoded.note}, and it names a redacted key")
         if _protobuf_secret(steps, regex):
             return _masked(value, binary, f"{decoded.note}, and its type has a redacted field")
-    plain = _decode_plain(decoded.data, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes)
+    plain = _decode_plain(
+        decoded.data, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes, stream=stream
+    )
     notes = "; ".join(n for n in (decoded.note, plain.note) if n)
     return replace(
         plain,
@@ -210,15 +216,18 @@ def _envelope(decoded: decoders.Decoded, regex: re.Pattern[str] | None) -> tuple
     return escape_unshowable(line), redactor.hit
 
 
-def _decode_plain(value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int) -> _Decoded:
-    """``value`` as JSON when it is a JSON document, else as text (escaped bytes)."""
-    regex = redact_pattern()
+def _decode_plain(
+    value: bytes, *, pretty: bool, json_bytes: int, text_bytes: int, stream: str | None = None
+) -> _Decoded:
+    """``value`` as JSON when it is a JSON document, else as text (escaped bytes),
+    redacted as on ``stream``."""
+    regex = redact_pattern(stream)
     # Past either limit, only whitespace would be shown anyway.
     start = lead_end(value, limit=max(json_bytes, text_bytes))
     wide = wide_json(value) if len(value) <= json_bytes else None
     head = value[start : start + 64].decode("utf-8", "replace")
     if wide is None and not looks_like_json(head):
-        return _decode_text(value, text_bytes=text_bytes)
+        return _decode_text(value, text_bytes=text_bytes, regex=regex)
     if len(value) > json_bytes:
         # Its nested secrets could only be redacted by parsing it: withheld whole.
         return _Decoded(
@@ -288,31 +297,29 @@ def _masked(value: bytes, binary: bool, why: str) -> _Decoded:
     )
 
 
-def _decode_text(value: bytes, *, text_bytes: int) -> _Decoded:
+def _decode_text(value: bytes, *, text_bytes: int, regex: re.Pattern[str] | None) -> _Decoded:
     """A value that is not JSON, decoded as far as it can be shown."""
     text, binary = bytes_text(value, limit=text_bytes)
     raw = value[:text_bytes].decode("utf-8", "surrogateescape")
-    if names_secret(raw, anywhere=False, regex=redact_pattern()):
+    if names_secret(raw, anywhere=False, regex=regex):
         return _masked(value, binary, "it holds a quoted key that is redacted")
     return _Decoded(text, binary=binary)
 
 
-def _decode_safely(
-    value: bytes,
-    *,
-    pretty: bool,
-    json_bytes: int,
-    text_bytes: int,
-    steps: tuple[Step, ...] | None = None,
-) -> _Decoded:
-    """``_decode``, with a last line of defence: one value never breaks its page."""
-    try:
-        return _decode(
-            value, pretty=pretty, json_bytes=json_bytes, text_bytes=text_bytes, steps=steps
-        )
-    except Exception as exc:  # a bug here must cost one value, not the page
-        log.warning("payload withheld: decoding raised %s", type(exc).__name__)
-        return _Decoded(text=UNDECODABLE, redacted=True, note=UNDECODABLE)
+def _withheld_on_bug(decode: Callable[P, _Decoded]) -> Callable[P, _Decoded]:
+    """``decode`` with a last line of defence: one value never breaks its page."""
+
+    def safely(*args: P.args, **kwargs: P.kwargs) -> _Decoded:
+        try:
+            return decode(*args, **kwargs)
+        except Exception as exc:  # a bug here must cost one value, not the page
+            log.warning("payload withheld: decoding raised %s", type(exc).__name__)
+            return _Decoded(text=UNDECODABLE, redacted=True, note=UNDECODABLE)
+
+    return safely
+
+
+_decode_safely = _withheld_on_bug(_decode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,10 +393,12 @@ def field_view(
 
     With a ``budget`` (a table of many entries), a large JSON value is parsed in full only
     while the page's budget lasts; past it, it is withheld as too large, like any value
-    over ``PRETTY_JSON_BYTES``. ``stream`` chooses the field's decoders (None: auto).
+    over ``PRETTY_JSON_BYTES``. ``stream`` chooses the field's decoders (None: auto) and
+    the redaction rules that apply on top of the global pattern (None: none).
     """
     name_text, name_binary = bytes_text(name)
-    if redacts(name_text):
+    regex = redact_pattern(stream)
+    if regex is not None and regex.search(name_text):
         return FieldView(
             name=name_text,
             shown=f"{REDACTED} ({len(value)} bytes)",
@@ -408,6 +417,7 @@ def field_view(
         json_bytes=json_bytes,
         text_bytes=DECODE_BYTES,
         steps=decoder_steps(stream, name_text),
+        stream=stream,
     )
     if budget is not None:
         budget.spend(decoded.grown)
@@ -526,9 +536,8 @@ def preview(
 
     Redaction and escaping apply as on the entry page, before the line is cut; JSON (and
     what ``stream``'s decoders decode) is shown compact. A small entry's line is cached by
-    its exact fields, ``chars``, the stream, the redaction pattern and the decoder
-    settings (the line is a function of those alone): about 2 µs instead of 20-60 µs a
-    row.
+    its exact fields, ``chars``, the stream, the redaction and decoder settings (the line
+    is a function of those alone): about 2 µs instead of 20-60 µs a row.
     """
     # A line shows at most ``chars`` characters and each field takes at least two ("=" and
     # a space), so fields past the first ``chars`` never show: an entry of 50,000 fields
@@ -538,6 +547,7 @@ def preview(
         return _preview(pairs, chars, stream)
     configured = (
         getattr(settings, "ACKBOARD_REDACT_PATTERN", ""),
+        getattr(settings, "ACKBOARD_REDACT_RULES", ""),
         getattr(settings, "ACKBOARD_DECODERS", ""),
         getattr(settings, "ACKBOARD_PROTO_DESCRIPTORS", ""),
     )
@@ -549,7 +559,7 @@ def preview(
 
 @lru_cache(maxsize=PREVIEW_CACHE_SIZE)
 def _preview_cached(
-    configured: tuple[str, str, str],
+    configured: tuple[str, str, str, str],
     chars: int,
     pairs: tuple[tuple[bytes, bytes], ...],
     stream: str | None,
@@ -561,9 +571,10 @@ def _preview_cached(
 def _preview(fields: tuple[tuple[bytes, bytes], ...], chars: int, stream: str | None = None) -> str:
     parts: list[str] = []
     length = 0
+    regex = redact_pattern(stream)
     for name, value in fields:
         name_text, _ = bytes_text(name)
-        if redacts(name_text):
+        if regex is not None and regex.search(name_text):
             shown = REDACTED
         else:
             decoded = _decode_safely(
@@ -572,6 +583,7 @@ def _preview(fields: tuple[tuple[bytes, bytes], ...], chars: int, stream: str | 
                 json_bytes=PREVIEW_JSON_BYTES,
                 text_bytes=chars * 4,
                 steps=decoder_steps(stream, name_text),
+                stream=stream,
             )
             shown = decoded.text
         part = f"{name_text}={shown}".replace("\n", " ")

@@ -1,7 +1,8 @@
 """Redaction of payload text: which text names a secret, and masking the secrets of a
 parsed JSON value.
 
-Fields and keys whose names match ``settings.ACKBOARD_REDACT_PATTERN`` are redacted (also
+Fields and keys whose names match ``settings.ACKBOARD_REDACT_PATTERN``, or on a stream
+an ``ACKBOARD_REDACT_RULES`` rule matches that rule's regex too, are redacted (also
 inside JSON objects, and inside JSON carried in JSON strings), and redaction fails
 closed. JSON is found after a byte order mark, leading whitespace, in UTF-16/32
 (``dashboard.views.payload_json``), and with invalid bytes (kept as ``\\xNN``). A value
@@ -29,6 +30,7 @@ from typing import Any
 
 from django.conf import settings
 
+from dashboard.display import redact_rules
 from dashboard.views.payload_json import looks_like_json, parse_json
 
 REDACTED = "•••• redacted"
@@ -56,19 +58,27 @@ _CODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|U([0-9a-fA-
 _PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=256)
 def _redact_re(pattern: str) -> re.Pattern[str] | None:
     return re.compile(pattern, re.IGNORECASE) if pattern else None
 
 
-def redact_pattern() -> re.Pattern[str] | None:
-    """``settings.ACKBOARD_REDACT_PATTERN``, compiled (None when it is empty)."""
-    return _redact_re(getattr(settings, "ACKBOARD_REDACT_PATTERN", ""))
+def redact_pattern(stream: str | None = None) -> re.Pattern[str] | None:
+    """The compiled regex of the field names redacted on ``stream``: the global
+    ``ACKBOARD_REDACT_PATTERN`` and the ``ACKBOARD_REDACT_RULES`` that match the stream
+    (``dashboard.display.redact_rules``; None when nothing is redacted)."""
+    return _redact_re(
+        redact_rules.redaction_pattern(
+            getattr(settings, "ACKBOARD_REDACT_PATTERN", ""),
+            getattr(settings, "ACKBOARD_REDACT_RULES", ""),
+            stream,
+        )
+    )
 
 
-def redacts(name: str) -> bool:
-    """Whether a field or key named ``name`` is redacted."""
-    regex = redact_pattern()
+def redacts(name: str, stream: str | None = None) -> bool:
+    """Whether a field or key named ``name`` is redacted on ``stream``."""
+    regex = redact_pattern(stream)
     return bool(regex and regex.search(name))
 
 
@@ -113,7 +123,7 @@ def _forms(text: str) -> Iterator[str]:
         yield form
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=256)
 def _anchored(pattern: str) -> bool:
     """Whether ``pattern`` can match a whole key but not inside a longer text (``^card$``):
     then the words of a text are tried one by one, which costs more."""

@@ -267,6 +267,24 @@ def test_a_scoped_reader_sees_only_its_streams_everywhere(
     assert orders_surface is not None and "dashboard.retry_entry" in orders_surface[1]
 
 
+def test_the_overviews_counts_are_of_the_users_streams(
+    world: World, django_user_model: type[User], prefix: str, settings: SettingsWrapper
+) -> None:
+    """Its totals count only the streams a scoped user reads, and it gives no count of
+    companion streams (the index counts those for every stream, not per stream)."""
+    settings.ACKBOARD_STREAMS = (prefix + "*", "{" + prefix + "*")  # the failure logs too
+    team = role("orders counters", ("view_queues",), (prefix + "orders:*",))
+    everyone = role("all counters", ("view_queues",))
+    scoped = logged_in(member(django_user_model, "sam", team)).get(reverse("dashboard:overview"))
+    unscoped = logged_in(member(django_user_model, "una", everyone)).get(
+        reverse("dashboard:overview")
+    )
+    assert (scoped.context["page"].total, unscoped.context["page"].total) == (2, 3)
+    assert (scoped.context["companions"], unscoped.context["companions"]) == (0, 3)
+    assert "companion stream" not in scoped.content.decode()
+    assert "3 companion streams" in unscoped.content.decode()
+
+
 def test_an_action_outside_the_patterns_is_refused_and_audited(
     world: World, django_user_model: type[User], r: redis.Redis, prefix: str
 ) -> None:

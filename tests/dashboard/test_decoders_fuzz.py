@@ -5,13 +5,16 @@ in each format (and wrapped in base64, gzip, zstd and FastStream's envelope), an
 bytes on the entry, stream and search pages (100 examples: the pages render what the
 500-example tests render, so this checks the views' wiring): nothing raises, nothing falls to the
 last-resort "could not be decoded", the HTML holds only the templates' own tags, and a
-secret never shows.
+secret never shows; random ``ACKBOARD_REDACT_RULES`` and streams (100 examples) mask
+exactly the fields their rules name on the streams their patterns match.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -156,6 +159,53 @@ class DecoderChainFuzzTests:
         for candidate in (value, value[: len(value) - cut % (len(value) + 1)]):
             for page in _rendered_on("c1", [(b"body", candidate)]):
                 assert marker not in page, candidate
+
+
+RULES_FUZZ = settings(FUZZ, max_examples=100)
+#: Stream names and patterns over a small alphabet (so they often match), field names over
+#: letters the global pattern never matches (password|secret|token|key hold an "e" or "o");
+#: the fields that carry them as keys are named "json" and "msgp", which no rule matches.
+NAME_CHARS = "ab:"
+FIELD_CHARS = "abcd"
+
+
+class RedactRulesFuzzTests:
+    @RULES_FUZZ
+    @given(
+        rules=st.lists(
+            st.tuples(
+                st.text(NAME_CHARS + "*?", min_size=1, max_size=4),
+                st.text(FIELD_CHARS, min_size=1, max_size=3),
+            ),
+            max_size=4,
+        ),
+        stream=st.text(NAME_CHARS, min_size=1, max_size=4),
+        key=st.text(FIELD_CHARS, min_size=1, max_size=4),
+        n=st.integers(0, 10**6),
+    )
+    def test_random_rules_mask_their_fields_and_only_theirs(
+        self,
+        decoder_settings: SettingsWrapper,
+        rules: list[tuple[str, str]],
+        stream: str,
+        key: str,
+        n: int,
+    ) -> None:
+        """A field, a JSON key and a msgpack key named ``key`` are masked exactly when a rule
+        whose pattern matches the stream (fnmatch, the same syntax over these characters)
+        has a regex found in the name."""
+        decoder_settings.ACKBOARD_REDACT_RULES = "; ".join(f"{p}={f}" for p, f in rules)
+        masked = any(fnmatch.fnmatchcase(stream, p) and f in key for p, f in rules)
+        marker = f"ZQXJ{n}W"
+        for fields in (
+            [(key.encode(), marker.encode())],
+            [(b"json", json.dumps({key: marker}).encode())],
+            [(b"msgp", msgpack.packb({key: marker}))],
+        ):
+            entry, *previews = _rendered_on(stream, fields)
+            assert (marker not in entry) is masked, (rules, stream, fields)
+            if masked:
+                assert not any(marker in p for p in previews), (rules, stream, fields)
 
 
 def _rendered_on(stream: str | None, fields: list[tuple[bytes, bytes]]) -> list[str]:

@@ -33,9 +33,10 @@ STREAM_ID_ACTIONS = (
     "bulk-retry",
     "bulk-dead-letter",
     "bulk-acknowledge",
+    "redrive-replay",
 )
 #: Actions whose ``new_ids`` are ids in the stream (a replay adds the entry back).
-STREAM_NEW_ID_ACTIONS = ("replay",)
+STREAM_NEW_ID_ACTIONS = ("replay", "redrive-replay")
 
 
 def _no_nul(value: Any) -> Any:

@@ -17,7 +17,8 @@ only. An operator's Pause or Cancel is seen before the next replay (at most the 
 under way finishes).
 
 Costs per replay: one EVALSHA (O(fields + groups)), one PUBLISH (the live pages' event),
-one UPDATE and one SELECT on the job's row. Per page of 500 dead letters: one XRANGE,
+one UPDATE and one SELECT on the job's row, one audit INSERT (a row per replayed entry, naming
+the original and the new id). Per page of 500 dead letters: one XRANGE,
 plus one indexed SQL query when the filter names a fingerprint.
 """
 
@@ -169,8 +170,24 @@ def replay_one(client: Client, job: RedriveJob, dlq_id: str) -> str:
             return "gone"
         job.refused += 1
         job.last_error = result.message[:2000]
+        audit_record(
+            user=None, action="redrive-replay", stream=job.stream, group=job.origin_group,
+            result="refused", channel="cli",
+            detail=f"redrive #{job.pk} (started by {job.created_by}) could not replay dead "
+            f"letter {dlq_id}: {result.message[:500]}",
+            state_before={"job": job.pk, "dlq_id": dlq_id},
+        )  # fmt: skip
         return "refused"
     job.replayed += 1
+    # One audit row per replayed entry, on the original entry's and the new entry's
+    # audit history: "what happened to entry X" has an answer (one INSERT per replay).
+    audit_record(
+        user=None, action="redrive-replay", stream=job.stream, group=result.group,
+        result="ok", channel="cli", entry_ids=[result.origin_id], new_ids=[result.new_id],
+        detail=f"redrive #{job.pk} (started by {job.created_by}) replayed dead letter "
+        f"{dlq_id} (entry {result.origin_id}) as {result.new_id}",
+        state_before={"job": job.pk, "dlq_id": dlq_id, "started_by": job.created_by},
+    )  # fmt: skip
     if job.state == State.CANARY:
         job.canary_replays = [
             *job.canary_replays,

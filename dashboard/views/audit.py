@@ -54,7 +54,7 @@ def _action_choices() -> list[str]:
     singles = list(action_permissions())
     bulk = [f"bulk-{a}" for a in ("retry", "dead-letter", "acknowledge")]
     redrive = [f"redrive-{a}" for a in ("pause", "resume", "continue", "stop", "cancel")]
-    others = ["edit-replay", "redrive", *redrive, "redrive-finished"]
+    others = ["edit-replay", "redrive", "redrive-replay", *redrive, "redrive-finished"]
     return singles + bulk + [a for a in others if a not in singles]
 
 

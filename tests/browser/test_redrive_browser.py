@@ -207,7 +207,10 @@ def test_redrive_pause_resume_and_cancel_a_running_job(
     assert (done["state"], done["replayed"], done["gone"], done["refused"]) == ("done", 10, 0, 0)
     assert browser_redis.xlen(stream_keys(stream).dlq) == 0
     assert _replays(browser_redis, stream) == Counter(originals)  # each exactly once
-    controls = [(a, r, d) for a, r, d, _ in _audit(web_server, stream) if a != "redrive"]
+    audit = _audit(web_server, stream)
+    replayed_rows = [new_ids for a, r, _, new_ids in audit if (a, r) == ("redrive-replay", "ok")]
+    assert len(replayed_rows) == 10  # one audit row per replayed entry
+    controls = [(a, r, d) for a, r, d, _ in audit if a not in ("redrive", "redrive-replay")]
     assert controls[:2] == [
         ("redrive-pause", "ok", f"redrive #{pk}: running -> paused"),
         ("redrive-resume", "ok", f"redrive #{pk}: paused -> running"),
@@ -239,7 +242,8 @@ def test_redrive_pause_resume_and_cancel_a_running_job(
     assert [f[ORIGIN_ID_FIELD.encode()].decode() for _, f in left] == originals[replayed:]
     expect(page.locator("#dlq-table tbody tr[id^=dlq-]")).to_have_count(6 - replayed)
     actions = [(a, r) for a, r, _, _ in _audit(web_server, stream)]
-    assert actions == [("redrive", "ok"), ("redrive-cancel", "ok")]
+    assert actions == [("redrive", "ok"), *[("redrive-replay", "ok")] * replayed,
+                       ("redrive-cancel", "ok")]  # fmt: skip
 
 
 def test_redrive_stop_after_a_canary_that_failed_again(
@@ -281,6 +285,10 @@ def test_redrive_stop_after_a_canary_that_failed_again(
     assert back == sorted(c["new_id"] for c in canary)
     assert _replays(browser_redis, stream) == Counter(originals[:2])
     audit = _audit(web_server, stream)
-    assert [(a, r) for a, r, _, _ in audit] == [("redrive", "ok"), ("redrive-stop", "ok")]
-    assert audit[1][2] == f"redrive #{pk}: waiting -> cancelled"
-    assert sorted(audit[1][3]) == sorted(c["new_id"] for c in canary)
+    replay = ("redrive-replay", "ok")
+    assert [(a, r) for a, r, _, _ in audit] == [
+        ("redrive", "ok"), replay, replay, ("redrive-stop", "ok"),
+    ]  # fmt: skip
+    assert audit[3][2] == f"redrive #{pk}: waiting -> cancelled"
+    assert sorted(audit[3][3]) == sorted(c["new_id"] for c in canary)
+    assert sorted(audit[1][3] + audit[2][3]) == sorted(c["new_id"] for c in canary)

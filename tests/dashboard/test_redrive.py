@@ -22,6 +22,7 @@ from django.test import Client
 from django.urls import reverse
 
 from dashboard.access.api_tokens import token_issue
+from dashboard.access.audit import audit_for_entry
 from dashboard.models import AuditEvent
 from dashboard.redrive import canary, runner, selection, service
 from dashboard.redrive.models import RedriveJob
@@ -30,6 +31,7 @@ from queue_core import services
 from queue_core.keys import REPLAY_OF_FIELD, stream_keys
 from tests.dashboard.action_helpers import HTMX, last_audit
 from tests.factories import indexed_failure, make_pending, make_user
+from tests.html import element_text
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("remote_settings")]
@@ -356,6 +358,26 @@ class RunnerTests:
         assert sorted(replays(r, stream)) == sorted(o for _, o in letters)
         assert dlq_len(r, stream) == 0
         assert last_audit().action == "redrive-finished"
+
+    def test_each_replayed_entry_has_its_audit_row_on_both_entries_pages(
+        self, r: redis.Redis, stream: str, operator: Any, fast: None
+    ) -> None:
+        letters = dead_letters(r, stream, 3)
+        job = make_job(r, stream, operator, canary="0", rate="1000")
+        assert run(r, job) == "done"
+        rows = list(AuditEvent.objects.filter(action="redrive-replay").order_by("id"))
+        assert [(e.result, e.group, e.channel) for e in rows] == [("ok", "g", "cli")] * 3
+        assert [(e.state_before["dlq_id"], e.entry_ids[0]) for e in rows] == letters
+        client = Client()
+        client.force_login(operator)
+        for (dlq_id, origin), event in zip(letters, rows, strict=True):
+            [new_id] = event.new_ids
+            assert f"redrive #{job.pk} (started by {operator.username})" in event.detail
+            for entry_id in (origin, new_id):  # where it came from, and what it became
+                assert event in audit_for_entry(stream=stream, entry_id=entry_id)
+            page = client.get(reverse("dashboard:entry-detail", args=[stream, new_id]))
+            audit = element_text(page.content.decode(), "entry-audit")
+            assert "redrive-replay" in audit and dlq_id in audit
 
     def test_a_canary_entry_dead_lettered_again_is_not_replayed_again(
         self, r: redis.Redis, stream: str, operator: Any, fast: None

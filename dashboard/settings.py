@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry as _LayerRetry
 from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff
 
 from queue_core.connection import redis_url
-from queue_core.keys import RATES_SAMPLER_LEASE_KEY, parse_allowlist
+from queue_core.keys import ALERTS_KEY, RATES_SAMPLER_LEASE_KEY, parse_allowlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -419,6 +419,10 @@ ACKBOARD_RATES_RETENTION_DAYS = _int("ACKBOARD_RATES_RETENTION_DAYS", 90, minimu
 ACKBOARD_ALERTS_INTERVAL_S = _float("ACKBOARD_ALERTS_INTERVAL_S", 30.0, minimum=1.0)
 ACKBOARD_ALERTS_TIMEOUT_S = _float("ACKBOARD_ALERTS_TIMEOUT_S", 5.0, minimum=0.1)
 ACKBOARD_ALERTS_BASE_URL = os.environ.get("ACKBOARD_ALERTS_BASE_URL", "").strip().rstrip("/")
+#: The sender's Redis keys are this plus ``:sender`` (its lease) and ``:state`` (what began
+#: and what was sent): one per deployment when several, each with its own database, share
+#: one Redis (as ``ACKBOARD_SAMPLER_LEASE_KEY``).
+ACKBOARD_ALERTS_KEY = os.environ.get("ACKBOARD_ALERTS_KEY", "").strip() or ALERTS_KEY
 #: Bearer token a Prometheus scraper may send to /metrics instead of logging in ("" = none).
 ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.

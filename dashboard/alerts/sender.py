@@ -5,10 +5,10 @@ of its own and not a step of the rates sampler's tick: a tick here waits on rece
 (up to ``ACKBOARD_ALERTS_TIMEOUT_S`` each), and the sampler's ticks must keep their
 interval, or the rates history they write (which the rate rules read) would skew; so
 the sender runs beside the sampler, with a lease of the same shape
-(``dashboard.insight.rates.sampler.Lease`` on ``ALERTS_LEASE_KEY``): any number of
+(``dashboard.insight.rates.sampler.Lease`` on ``ACKBOARD_ALERTS_KEY:sender``): any number of
 ``send_alerts`` processes, one sends.
 
-**State** is one Redis hash (``ALERTS_STATE_KEY``): when each (rule, stream, group)'s
+**State** is one Redis hash (``ACKBOARD_ALERTS_KEY:state``): when each (rule, stream, group)'s
 condition began (a breach is a condition held for its rule's ``for_s``, as Prometheus's
 ``for:``), and when each webhook was last sent that breach. A webhook gets a breach once,
 then again only after its ``cooldown_s`` while the breach lasts; when the condition
@@ -47,7 +47,6 @@ from dashboard.runtime.connection import get_redis
 from dashboard.views.ops import gauge_families
 from queue_core import clock
 from queue_core.connection import Client
-from queue_core.keys import ALERTS_LEASE_KEY, ALERTS_STATE_KEY
 
 log = logging.getLogger("dashboard.alerts")
 
@@ -97,15 +96,15 @@ class AlertSender:
         *,
         client: Client | None = None,
         interval_s: float | None = None,
-        lease_key: str = ALERTS_LEASE_KEY,
-        state_key: str = ALERTS_STATE_KEY,
+        lease_key: str | None = None,
+        state_key: str | None = None,
     ) -> None:
+        base = str(settings.ACKBOARD_ALERTS_KEY)
         self.client = client if client is not None else get_redis()
         self.interval_s = float(interval_s or settings.ACKBOARD_ALERTS_INTERVAL_S)
-        self.lease = Lease(
-            self.client, ttl_ms=max(1000, int(3000 * self.interval_s)), key=lease_key
-        )
-        self.state_key = state_key
+        ttl_ms = max(1000, int(3000 * self.interval_s))
+        self.lease = Lease(self.client, ttl_ms=ttl_ms, key=lease_key or f"{base}:sender")
+        self.state_key = state_key or f"{base}:state"
 
     def tick(self) -> TickReport | None:
         """Judge every rule once and send what is due, if this loop holds the lease."""

@@ -16,12 +16,15 @@ import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
@@ -270,6 +273,19 @@ class SenderTests:
         report = sender.tick()
         assert report is not None and report.sent == 1 and report.failed == 1
         assert [b["rule"] for b in receiver.bodies] == [NO_LIVE, NO_LIVE]
+
+
+class CommandTests:
+    def test_send_alerts_once_reports_its_tick(
+        self, world: str, settings: Any, prefix: str, receiver: Receiver
+    ) -> None:
+        settings.ACKBOARD_ALERTS_KEY = prefix + "alerts"
+        _hook(receiver.url)
+        out = StringIO()
+        call_command("send_alerts", "--once", stdout=out)
+        assert out.getvalue() == "2 condition(s), 0 firing; 0 alert(s) sent, 0 webhook(s) failed.\n"
+        with pytest.raises(CommandError, match="at least 1 second"):
+            call_command("send_alerts", "--interval", "0.5")
 
 
 # --- the admin ---------------------------------------------------------------------------------

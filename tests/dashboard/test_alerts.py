@@ -31,8 +31,10 @@ from django.urls import reverse
 from dashboard.alerts.delivery import TEST_BREACH, generic_body, slack_body
 from dashboard.alerts.models import AlertWebhook
 from dashboard.alerts.rules import RULES, Breach, Readings, Sample, conditions
-from dashboard.alerts.sender import AlertSender
+from dashboard.alerts.sender import AlertSender, readings_read
+from dashboard.insight.rates.models import RateSample
 from dashboard.models import AuditEvent
+from queue_core.keys import stream_keys
 from tests.clock import FrozenClock
 from tests.factories import make_group, make_user
 
@@ -65,7 +67,9 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self.thread.start()
 
     def rules(self, name: str) -> list[dict[str, Any]]:
@@ -273,6 +277,25 @@ class SenderTests:
         report = sender.tick()
         assert report is not None and report.sent == 1 and report.failed == 1
         assert [b["rule"] for b in receiver.bodies] == [NO_LIVE, NO_LIVE]
+
+
+class ReadingsTests:
+    def test_the_window_rules_read_the_sampler_history(
+        self, world: str, r: redis.Redis, clock: FrozenClock
+    ) -> None:
+        now = clock.s
+        RateSample.objects.bulk_create(
+            [RateSample(tier=0, stream=world, group="g", at=now - ago, lag=3, entries_read=5)
+             for ago in (200, 100)]
+            + [RateSample(tier=0, stream=world, group="", at=now - 800, dead_letters=0)]
+            + [RateSample(tier=0, stream="elsewhere", group="", at=now - 800, dead_letters=0)]
+        )  # fmt: skip
+        r.xadd(stream_keys(world).dlq, {"n": "1"})
+        readings = readings_read(client=r, now_ms=clock.ms)
+        assert set(readings.history) == {(world, "g"), (world, "")}
+        found = {(b.rule.name, b.group, b.value) for b in conditions(readings, now)}
+        assert ("AckboardGroupStalled", "g", 3) in found
+        assert ("AckboardDeadLettersGrowing", "", 1) in found
 
 
 class CommandTests:

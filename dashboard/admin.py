@@ -1,5 +1,5 @@
-"""The Django admin's part of Ackboard: issuing and revoking API tokens, and the streams
-each role reaches.
+"""The Django admin's part of Ackboard: issuing and revoking API tokens, the streams
+each role reaches, and the alert webhooks.
 
 Owns ``ApiTokenAdmin`` and the group page's stream scopes (``StreamScopeInline``: a
 group's patterns, ``dashboard.access.scopes``; no rows means every stream). Adding a
@@ -7,7 +7,10 @@ token generates its secret (``dashboard.access.api_tokens``) and shows it once, 
 page the add answers with: it is never stored, and never put in a message, which would
 keep it in a cookie or the session until shown. Revoking is an admin action (rows stay,
 for the record); a token's user and name cannot be edited after issue. Users and
-permissions are Django's own admin pages. Never touches Redis.
+permissions are Django's own admin pages. Every change to an alert webhook writes an
+audit row (never its URL, which may carry a token), and "Send test alert" (its own
+permission, ``dashboard.test_alertwebhook``) posts one test message to one webhook and
+says whether it answered 2xx. Never touches Redis.
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from dashboard.access.api_tokens import token_issue
+from dashboard.access.audit import audit_record
+from dashboard.alerts.delivery import TEST_BREACH, body_for, webhook_post
+from dashboard.alerts.models import AlertWebhook
 from dashboard.models import ApiToken, StreamScope
 from queue_core import clock
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[ApiToken]
     _ScopeInline = admin.TabularInline[StreamScope, Group]
+    _WebhookAdmin = admin.ModelAdmin[AlertWebhook]
 else:  # ModelAdmin is generic to django-stubs only, not at runtime
     _ModelAdmin = admin.ModelAdmin
+    _WebhookAdmin = admin.ModelAdmin
     _ScopeInline = admin.TabularInline
 
 
@@ -95,3 +103,59 @@ class ScopedGroupAdmin(GroupAdmin):
 
 admin.site.unregister(Group)
 admin.site.register(Group, ScopedGroupAdmin)
+
+
+@admin.register(AlertWebhook)
+class AlertWebhookAdmin(_WebhookAdmin):
+    list_display = ("name", "kind", "enabled", "cooldown_s")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name",)
+    actions = ("send_test",)
+
+    def _audit(self, request: HttpRequest, action: str, detail: str, result: str = "ok") -> None:
+        audit_record(user=request.user, action=action, stream="", result=result, detail=detail)
+
+    def save_model(
+        self, request: HttpRequest, obj: AlertWebhook, form: ModelForm[AlertWebhook], change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        changed = ", ".join(form.changed_data) or "nothing"
+        if change:
+            self._audit(request, "alert-webhook-change", f"{obj.name}: changed {changed}")
+        else:
+            self._audit(request, "alert-webhook-add", f"{obj.name} ({obj.kind})")
+
+    def delete_model(self, request: HttpRequest, obj: AlertWebhook) -> None:
+        name = obj.name
+        super().delete_model(request, obj)
+        self._audit(request, "alert-webhook-delete", name)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AlertWebhook]) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        super().delete_queryset(request, queryset)
+        for name in names:
+            self._audit(request, "alert-webhook-delete", name)
+
+    def has_test_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("dashboard.test_alertwebhook")
+
+    @admin.action(description="Send test alert (to one webhook)", permissions=["test"])
+    def send_test(self, request: HttpRequest, queryset: QuerySet[AlertWebhook]) -> None:
+        webhooks = list(queryset[:2])
+        if len(webhooks) != 1:
+            self.message_user(request, "Select exactly one webhook to test.", messages.WARNING)
+            return
+        webhook = webhooks[0]
+        answer = webhook_post(webhook.url, body_for(webhook.kind, TEST_BREACH, test=True))
+        result = "ok" if answer.ok else "error"
+        self._audit(request, "alert-webhook-test", f"{webhook.name}: {answer.text}", result)
+        if answer.ok:
+            self.message_user(
+                request, f"Test alert to {webhook.name}: answered {answer.text}.", messages.SUCCESS
+            )
+        else:
+            self.message_user(
+                request,
+                f"Test alert to {webhook.name}: no 2xx answer, {answer.text}",
+                messages.ERROR,
+            )

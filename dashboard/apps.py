@@ -8,10 +8,11 @@ class DashboardConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The rates history's model lives in its own package (dashboard.insight.rates.models).
+        # The rates history's and the alert webhooks' models live in their own packages.
         # The action table registers each action's permission (access.permissions),
         # and after every migrate its permission rows are created (access.grants).
         from dashboard.access.grants import action_permissions_create
+        from dashboard.alerts import models as _alerts_models  # noqa: F401
         from dashboard.insight.rates import models as _rates_models  # noqa: F401
         from dashboard.insight.rates import sampler
         from dashboard.redrive import models as _redrive_models  # noqa: F401

@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry as _LayerRetry
 from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff
 
 from queue_core.connection import redis_url
-from queue_core.keys import RATES_SAMPLER_LEASE_KEY, parse_allowlist
+from queue_core.keys import ALERTS_KEY, RATES_SAMPLER_LEASE_KEY, parse_allowlist
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -441,6 +441,16 @@ ACKBOARD_SAMPLER_LEASE_KEY = (
 )
 #: Days of rates history kept (the 10-minute tier; the finer tiers keep 1 and 7 days).
 ACKBOARD_RATES_RETENTION_DAYS = _int("ACKBOARD_RATES_RETENTION_DAYS", 90, minimum=1)
+#: The alert sender (``manage.py send_alerts``, dashboard.alerts): seconds between two
+#: judgements of the alert rules, each POST's timeout, and the dashboard's public URL
+#: (https://ackboard.example.com) that alerts link to ("" = links are paths only).
+ACKBOARD_ALERTS_INTERVAL_S = _float("ACKBOARD_ALERTS_INTERVAL_S", 30.0, minimum=1.0)
+ACKBOARD_ALERTS_TIMEOUT_S = _float("ACKBOARD_ALERTS_TIMEOUT_S", 5.0, minimum=0.1)
+ACKBOARD_ALERTS_BASE_URL = os.environ.get("ACKBOARD_ALERTS_BASE_URL", "").strip().rstrip("/")
+#: The sender's Redis keys are this plus ``:sender`` (its lease) and ``:state`` (what began
+#: and what was sent): one per deployment when several, each with its own database, share
+#: one Redis (as ``ACKBOARD_SAMPLER_LEASE_KEY``).
+ACKBOARD_ALERTS_KEY = os.environ.get("ACKBOARD_ALERTS_KEY", "").strip() or ALERTS_KEY
 #: Bearer token a Prometheus scraper may send to /metrics instead of logging in ("" = none).
 ACKBOARD_METRICS_TOKEN = os.environ.get("ACKBOARD_METRICS_TOKEN", "")
 #: Seconds between the live broadcaster's polls of open streams.

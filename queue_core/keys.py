@@ -36,6 +36,13 @@ DLQ_EDITS_SUFFIX = ":dlq-edits"
 DLQ_EDITS_INDEX_KEY = "ackboard:dlq-edits"
 #: The rates sampler's lease (one sampler writes at a time); settings may rename it.
 RATES_SAMPLER_LEASE_KEY = "ackboard:rates:sampler"
+#: The alert sender's one-per-deployment lease (``manage.py send_alerts``), and its state:
+#: one hash of when each rule's condition began and when each webhook was last sent each
+#: breach (``dashboard.alerts.sender``), so a restart or a new lease holder resends nothing.
+#: ``ACKBOARD_ALERTS_KEY`` replaces the ``ackboard:alerts`` they share (one per deployment).
+ALERTS_KEY = "ackboard:alerts"
+ALERTS_LEASE_KEY = ALERTS_KEY + ":sender"
+ALERTS_STATE_KEY = ALERTS_KEY + ":state"
 
 #: Pub/sub channel on which workers and operator actions announce changes.
 #: Pub/sub is cluster-wide, so a fixed name is fine.

@@ -18,6 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.access.audit import AuditFilter, audit_list
 from dashboard.access.permissions import action_permissions, queues_view_required
 from dashboard.access.scopes import access_of, reach_q
+from dashboard.alerts.models import AUDIT_ACTIONS as ALERT_AUDIT_ACTIONS
 from dashboard.models import AuditEvent
 from queue_core import clock
 
@@ -54,7 +55,10 @@ def _action_choices() -> list[str]:
     singles = list(action_permissions())
     bulk = [f"bulk-{a}" for a in ("retry", "dead-letter", "acknowledge")]
     redrive = [f"redrive-{a}" for a in ("pause", "resume", "continue", "stop", "cancel")]
-    others = ["edit-replay", "redrive", "redrive-replay", *redrive, "redrive-finished"]
+    others = [
+        "edit-replay", "redrive", "redrive-replay", *redrive, "redrive-finished",
+        *ALERT_AUDIT_ACTIONS,
+    ]  # fmt: skip
     return singles + bulk + [a for a in others if a not in singles]
 
 

@@ -40,7 +40,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from dashboard.access.permissions import VIEW_QUEUES
@@ -231,6 +231,24 @@ def _collect(client: Client) -> tuple[StreamOverview, float]:
         streams=streams, truncated=snap.truncated, cap=snap.cap, companions=snap.companions
     )
     return overview, age
+
+
+def gauge_families(*, client: Client, now_ms: int) -> list[Metric]:
+    """The stream and group families /metrics exports (not the fleet's; never cached),
+    read now: the alert sender (``dashboard.alerts``) judges its rules on these very
+    figures, so an alert and the gauge it names never disagree. Costs one collection."""
+    overview, figures_age_s = _collect(client)
+    collectors: tuple[Collector, ...] = (
+        _OverviewCollector(
+            overview,
+            now_ms,
+            0.0,
+            settings.ACKBOARD_STUCK_AFTER_MS,
+            figures_age_s=figures_age_s,
+        ),
+        RatesCollector(overview, now_ms),
+    )
+    return [family for collector in collectors for family in collector.collect()]
 
 
 def metrics_text(*, client: Client, reach: tuple[str, ...] | None = None) -> bytes:

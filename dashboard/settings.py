@@ -8,6 +8,7 @@ a newcomer with only Python and uv can run the product.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from redis.asyncio.retry import Retry as _LayerRetry
 from redis.backoff import ExponentialWithJitterBackoff as _LayerBackoff
 
+from dashboard.display import redact_rules as _redact_rules
 from queue_core.connection import redis_url
 from queue_core.keys import ALERTS_KEY, RATES_SAMPLER_LEASE_KEY, parse_allowlist
 
@@ -348,35 +350,21 @@ ACKBOARD_REDACT_PATTERN = os.environ.get("ACKBOARD_REDACT_PATTERN", r"password|s
 #: ``STREAM_PATTERN=FIELD_REGEX`` separated by ";", on top of the pattern above.
 ACKBOARD_REDACT_RULES = os.environ.get("ACKBOARD_REDACT_RULES", "").strip()
 
-
-def _redaction_check() -> None:
-    from dashboard.display import redact_rules
-
-    try:
-        redact_rules.settings_check(ACKBOARD_REDACT_PATTERN, ACKBOARD_REDACT_RULES)
-    except ValueError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
-
-
-_redaction_check()
+try:
+    _redact_rules.settings_check(ACKBOARD_REDACT_PATTERN, ACKBOARD_REDACT_RULES)
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 #: Payload decoders per stream pattern (docs/configuration.md, "Payload decoders"): rules
 #: ``PATTERN[#FIELD]=DECODER[,DECODER…]`` separated by ";"; fields no rule names are "auto".
 ACKBOARD_DECODERS = os.environ.get("ACKBOARD_DECODERS", "").strip()
 #: The protobuf descriptor set (a FileDescriptorSet file) that protobuf decoders read.
 ACKBOARD_PROTO_DESCRIPTORS = os.environ.get("ACKBOARD_PROTO_DESCRIPTORS", "").strip()
-#: Trace links (docs/configuration.md, "Trace links"): the tracing UI's URL for a trace,
-#: with ``{trace_id}`` where the 32 hex digits go; "" shows no links. The entry field
-#: that carries a W3C ``traceparent`` (or a bare trace id) is ACKBOARD_TRACE_FIELD.
+#: Trace links (docs/configuration.md): the tracing UI's URL with ``{trace_id}``, and the
+#: entry field holding a W3C ``traceparent``.
 ACKBOARD_TRACE_URL = os.environ.get("ACKBOARD_TRACE_URL", "").strip()
 ACKBOARD_TRACE_FIELD = os.environ.get("ACKBOARD_TRACE_FIELD", "traceparent").strip()
-if ACKBOARD_TRACE_URL and (
-    not ACKBOARD_TRACE_URL.startswith(("https://", "http://"))
-    or "{trace_id}" not in ACKBOARD_TRACE_URL
-):
-    raise ImproperlyConfigured(
-        "ACKBOARD_TRACE_URL must be an http(s) URL with {trace_id} in it, for example "
-        "https://tracing.example.com/trace/{trace_id}"
-    )
+if ACKBOARD_TRACE_URL and not re.match(r"https?://.*\{trace_id\}", ACKBOARD_TRACE_URL):
+    raise ImproperlyConfigured("ACKBOARD_TRACE_URL must be an http(s) URL with {trace_id} in it")
 
 
 def _decoders_check() -> None:

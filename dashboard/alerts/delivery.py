@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from dashboard.alerts.rules import Breach, Rule
+from dashboard.alerts.rules import AlertRule, Breach
 
 #: Most bytes of a receiver's answer kept for the log and the test button's message.
 ANSWER_BYTES = 200
@@ -27,7 +27,7 @@ USER_AGENT = "Ackboard-alerts/1"
 
 
 #: What the test button sends: a rule of its own, so no receiver mistakes it for a breach.
-TEST_RULE = Rule(
+TEST_RULE = AlertRule(
     "AckboardTestAlert", "info", 0, 0, 0,
     "A test alert from Ackboard: this webhook receives its alerts.",
     lambda rule, readings, now_s: {},
@@ -85,7 +85,7 @@ def body_for(kind: str, breach: Breach, *, test: bool = False) -> dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
+class WebhookDelivery:
     """A POST's outcome: ``status`` the HTTP status (None when none came back)."""
 
     ok: bool
@@ -98,7 +98,9 @@ class Delivery:
         return f"{code}: {self.detail}" if self.detail else code
 
 
-def webhook_post(url: str, body: dict[str, Any], *, timeout_s: float | None = None) -> Delivery:
+def webhook_post(
+    url: str, body: dict[str, Any], *, timeout_s: float | None = None
+) -> WebhookDelivery:
     """POST ``body`` as JSON to ``url``; ok on a 2xx. Never raises for the receiver's sake
     (refused, timed out, a 5xx, a bad URL): the answer says what happened."""
     timeout = timeout_s if timeout_s is not None else float(settings.ACKBOARD_ALERTS_TIMEOUT_S)
@@ -111,10 +113,10 @@ def webhook_post(url: str, body: dict[str, Any], *, timeout_s: float | None = No
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 # http(s) only, validated
             text = answer.read(ANSWER_BYTES).decode("utf-8", "replace")
-            return Delivery(200 <= answer.status < 300, answer.status, text.strip())
+            return WebhookDelivery(200 <= answer.status < 300, answer.status, text.strip())
     except urllib.error.HTTPError as exc:
         text = exc.read(ANSWER_BYTES).decode("utf-8", "replace") if exc.fp else ""
-        return Delivery(False, exc.code, text.strip() or str(exc.reason))
+        return WebhookDelivery(False, exc.code, text.strip() or str(exc.reason))
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        return Delivery(False, None, f"{type(exc).__name__}: {reason}")
+        return WebhookDelivery(False, None, f"{type(exc).__name__}: {reason}")

@@ -49,11 +49,11 @@ class Readings:
 
 
 #: A rule's condition: the value of every series that meets it now.
-Condition = Callable[["Rule", Readings, float], dict[Series, float]]
+Condition = Callable[["AlertRule", Readings, float], dict[Series, float]]
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class AlertRule:
     """One alert rule. ``name`` is the Prometheus alert's; ``threshold`` and ``for_s``
     are its expression's bound and its ``for:``; ``window_s`` its range (0: none)."""
 
@@ -66,7 +66,7 @@ class Rule:
     condition: Condition
 
 
-def _stalled(rule: Rule, readings: Readings, now_s: float) -> dict[Series, float]:
+def _stalled(rule: AlertRule, readings: Readings, now_s: float) -> dict[Series, float]:
     """lag > 0 and rate(entries_read[window]) == 0: entries wait, the group reads none."""
     found = {}
     for series, lag in readings.gauge("ackboard_group_lag").items():
@@ -88,7 +88,7 @@ def _slope(points: Sequence[tuple[float, float]]) -> float:
     return sum((t - mean_t) * (v - mean_v) for t, v in points) / spread
 
 
-def _lag_growing(rule: Rule, readings: Readings, now_s: float) -> dict[Series, float]:
+def _lag_growing(rule: AlertRule, readings: Readings, now_s: float) -> dict[Series, float]:
     """deriv(lag[window]) > 0 and lag > threshold, the gauge being the newest point."""
     found = {}
     for series, lag in readings.gauge("ackboard_group_lag").items():
@@ -105,7 +105,7 @@ def _lag_growing(rule: Rule, readings: Readings, now_s: float) -> dict[Series, f
 
 
 def _above(gauge: str) -> Condition:
-    def condition(rule: Rule, readings: Readings, now_s: float) -> dict[Series, float]:
+    def condition(rule: AlertRule, readings: Readings, now_s: float) -> dict[Series, float]:
         return {k: v for k, v in readings.gauge(gauge).items() if v > rule.threshold}
 
     condition.__doc__ = f"{gauge} > threshold"
@@ -113,14 +113,14 @@ def _above(gauge: str) -> Condition:
 
 
 def _equals(gauge: str) -> Condition:
-    def condition(rule: Rule, readings: Readings, now_s: float) -> dict[Series, float]:
+    def condition(rule: AlertRule, readings: Readings, now_s: float) -> dict[Series, float]:
         return {k: v for k, v in readings.gauge(gauge).items() if v == rule.threshold}
 
     condition.__doc__ = f"{gauge} == threshold"
     return condition
 
 
-def _dead_letters_growing(rule: Rule, readings: Readings, now_s: float) -> dict[Series, float]:
+def _dead_letters_growing(rule: AlertRule, readings: Readings, now_s: float) -> dict[Series, float]:
     """delta(dead-letter length[window]) > 0: the stream's samples, then the gauge."""
     found = {}
     for (stream, _), length in readings.gauge("ackboard_stream_dead_letter_length").items():
@@ -134,36 +134,36 @@ def _dead_letters_growing(rule: Rule, readings: Readings, now_s: float) -> dict[
     return found
 
 
-RULES: tuple[Rule, ...] = (
-    Rule(
+RULES: tuple[AlertRule, ...] = (
+    AlertRule(
         "AckboardGroupStalled", "critical", 0, 300, 300,
         "{stream}/{group} is stalled: {value:g} entries wait and the group has read "
         "nothing for 5 minutes",
         _stalled,
     ),
-    Rule(
+    AlertRule(
         "AckboardLagGrowing", "warning", 100, 600, 300,
         "{stream}/{group} is falling behind: the lag has grown for 10 minutes (now {value:g})",
         _lag_growing,
     ),
-    Rule(
+    AlertRule(
         "AckboardOldestUndeliveredTooOld", "warning", 300, 300, 0,
         "{stream}/{group}: the oldest entry not yet delivered has waited {value:.0f} s "
         "(threshold {threshold:g} s)",
         _above("ackboard_group_oldest_undelivered_age_seconds"),
     ),
-    Rule(
+    AlertRule(
         "AckboardDeadLettersGrowing", "warning", 0, 900, 900,
         "{stream}: dead letters are piling up ({value:g} more in the last 15 minutes)",
         _dead_letters_growing,
     ),
-    Rule(
+    AlertRule(
         "AckboardNoLiveConsumer", "critical", 1, 120, 0,
         "{stream}/{group} has no live consumer: entries wait and no consumer was seen "
         "within ACKBOARD_STUCK_AFTER_MS",
         _equals("ackboard_group_no_live_consumer"),
     ),
-    Rule(
+    AlertRule(
         "AckboardRatesSamplerStopped", "warning", 120, 300, 0,
         "Ackboard's rates sampler has not sampled for {value:.0f} s: the rate rules and "
         "the charts are frozen",
@@ -178,7 +178,7 @@ WINDOW_S = max(rule.window_s for rule in RULES)
 class Breach:
     """One series meeting one rule's condition now (``for_s`` not yet judged)."""
 
-    rule: Rule
+    rule: AlertRule
     stream: str
     group: str
     value: float

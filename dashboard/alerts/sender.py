@@ -90,7 +90,7 @@ def _field(*parts: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class TickReport:
+class AlertTick:
     """What one tick did (None from ``tick`` when another sender holds the lease)."""
 
     conditions: int  # (rule, series) meeting their condition now
@@ -117,7 +117,7 @@ class AlertSender:
         self.lease = Lease(self.client, ttl_ms=ttl_ms, key=lease_key or f"{base}:sender")
         self.state_key = state_key or f"{base}:state"
 
-    def tick(self) -> TickReport | None:
+    def tick(self) -> AlertTick | None:
         """Judge every rule once and send what is due, if this loop holds the lease."""
         if not self.lease.hold():
             return None
@@ -133,7 +133,7 @@ class AlertSender:
         for webhook in AlertWebhook.objects.filter(enabled=True):
             n, bad = self._send_to(webhook, firing, sent, now_ms)
             done, failed = done + n, failed + bad
-        return TickReport(len(current), len(firing), done, failed)
+        return AlertTick(len(current), len(firing), done, failed)
 
     def _state_update(
         self, current: list[Breach], now_ms: int

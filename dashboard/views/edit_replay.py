@@ -341,18 +341,9 @@ def edit_replay_run(
     editor's POST (``request``), a terminal's or a script's (None). ``edited`` makes the
     new entry's fields from the dead letter's payload fields; ``data`` holds the form's
     ``reason``, ``force``, ``place`` and ``next``."""
-    form = ActionForm(data)
-    req = action_request(
-        request,
-        form,
-        action="edit-replay",
-        stream=stream,
-        group="",
-        ids=[dlq_id[:64]],
-        default_place="dlq",
-        home="dlq",
-        channel=channel,
-    )
+    req = action_request(request, ActionForm(data), action="edit-replay", stream=stream,
+                         group="", ids=[dlq_id[:64]], default_place="dlq", home="dlq",
+                         channel=channel)  # fmt: skip
     req.place = "dlq"
     found: list[DeadLetterRow] = []
 
@@ -385,11 +376,9 @@ def edit_replay_run(
             f"Dead-letter entry {dlq_id} replayed with edits to group {done.group} as "
             f"{done.new_id}; it is kept until that entry is acknowledged.",
             new_ids=[done.new_id],
-            reported={
-                "diff": fields_diff(original, fields, stream=stream),
-                "forced_over": done.previous_new_id,
-            },
-        )
+            reported={"diff": fields_diff(original, fields, stream=stream),
+                      "forced_over": done.previous_new_id},
+        )  # fmt: skip
 
     return req, run(user, req, state_before=state, call=call)
 

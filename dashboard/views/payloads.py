@@ -141,11 +141,8 @@ def _decode(
     decoded = decoders.chain_decode(value, steps, limits)
     chain = " → ".join(decoded.steps)
     if decoded.withheld:
-        return _Decoded(
-            text=f"({chain}, {len(value)} bytes: too large to show redacted)",
-            redacted=True,
-            decoded_as=chain,
-        )
+        too_large = f"({chain}, {len(value)} bytes: too large to show redacted)"
+        return _Decoded(text=too_large, redacted=True, decoded_as=chain)
     regex = redact_pattern(stream)
     envelope, envelope_hit = _envelope(decoded, regex)
     if decoded.has_value:

@@ -46,6 +46,7 @@ from dashboard.insight.rates.sampler import Lease
 from dashboard.runtime.connection import get_redis
 from dashboard.views.ops import gauge_families
 from queue_core import clock
+from queue_core.bounded_json import json_read
 from queue_core.connection import Client
 
 log = logging.getLogger("dashboard.alerts")
@@ -144,7 +145,7 @@ class AlertSender:
         since: dict[tuple[str, str, str], int] = {}
         sent: dict[tuple[str, ...], int] = {}
         for raw_field, value in raw.items():
-            kind, *parts = (str(p) for p in json.loads(raw_field))
+            kind, *parts = (str(p) for p in json_read(raw_field))  # our own keys, bounded anyway
             if kind == "since" and len(parts) == 3:
                 since[(parts[0], parts[1], parts[2])] = int(value)
             elif kind == "sent":

@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 
 from tests.browser.server import LiveServer, caught_up, row_button
 from tests.factories import make_pending
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -76,8 +77,14 @@ def test_a_scoped_team_sees_and_retries_only_its_streams(
     # brings ours, rendered after theirs was known, leaves theirs out.
     caught_up(page)
     browser_redis.xadd(theirs + "-new", {"p": "1"})
-    every = admin_page.locator("#stream-table td.name a")
-    expect(every.filter(has_text=theirs + "-new")).to_have_count(1)
+    # Filtered to it: the session server holds other tests' streams, past one page.
+    every = admin_page.locator("#stream-table td.name a").filter(has_text=theirs + "-new")
+
+    def known() -> bool:
+        admin_page.goto(f"{web_server.url}/?q={theirs}-new")
+        return bool(every.count() == 1)
+
+    wait_until(known, timeout=20, what="the server's index to hold the team-b stream")
     browser_redis.xadd(mine + "-new", {"p": "1"})
     expect(shown.filter(has_text=mine + "-new")).to_have_count(1)
     assert page.locator("body", has_text=theirs).count() == 0

@@ -18,7 +18,7 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
-from dashboard.runtime.serve import DEFAULT_SERVER
+from dashboard.runtime.serve import DEFAULT_SERVER, WS_PING_INTERVAL
 from tests.browser.server import (
     LiveServer,
     log_problems,
@@ -30,7 +30,8 @@ from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.production]
 
-QUIET_SECONDS = 30.0
+#: Past the server's first keep-alive ping (every WS_PING_INTERVAL s) and its pong.
+QUIET_SECONDS = WS_PING_INTERVAL + 3.0
 #: A handshake opened from the page's own JS: resolves with how it went.
 HANDSHAKE = """(path) => new Promise((resolve) => {
   const socket = new WebSocket(`ws://${location.host}${path}?probe`);

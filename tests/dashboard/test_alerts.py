@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import redis
 import yaml
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -31,12 +33,13 @@ from django.urls import reverse
 from dashboard.alerts.delivery import TEST_BREACH, generic_body, slack_body
 from dashboard.alerts.models import AlertWebhook
 from dashboard.alerts.rules import RULES, Breach, Readings, Sample, conditions
-from dashboard.alerts.sender import AlertSender, readings_read
+from dashboard.alerts.sender import AlertSender, readings_read, run_loop
 from dashboard.insight.rates.models import RateSample
 from dashboard.models import AuditEvent
 from queue_core.keys import stream_keys
 from tests.clock import FrozenClock
 from tests.factories import make_group, make_user
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -277,6 +280,82 @@ class SenderTests:
         report = sender.tick()
         assert report is not None and report.sent == 1 and report.failed == 1
         assert [b["rule"] for b in receiver.bodies] == [NO_LIVE, NO_LIVE]
+
+
+class _CountedSender(AlertSender):
+    """The real sender, counting its ticks so a test can wait for the loop's third."""
+
+    def __init__(self, *args: Any, fail_first: BaseException | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.ticks = 0
+        self.fail_first = fail_first
+
+    def tick(self) -> Any:
+        self.ticks += 1
+        if self.fail_first is not None:
+            error, self.fail_first = self.fail_first, None
+            raise error
+        return super().tick()
+
+
+def _looping(sender: AlertSender) -> tuple[threading.Event, threading.Thread]:
+    stop = threading.Event()
+    thread = threading.Thread(target=run_loop, args=(stop, sender), daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def _stopped(stop: threading.Event, thread: threading.Thread) -> None:
+    """Stop the loop; it ends within a second, whatever pause it was in."""
+    stop.set()
+    thread.join(1.0)
+    assert not thread.is_alive(), "the loop did not stop within a second"
+
+
+@pytest.mark.django_db(transaction=True)  # the loop's thread reads the webhook row
+class LoopTests:
+    def test_the_loop_sends_once_per_breach_then_stops_and_releases_its_lease(
+        self, world: str, r: redis.Redis, prefix: str, clock: FrozenClock, receiver: Receiver
+    ) -> None:
+        _hook(receiver.url)
+        sender = _CountedSender(
+            client=r, interval_s=0.05, lease_key=prefix + "lease", state_key=prefix + "alerts"
+        )
+        assert sender.tick() is not None  # the condition begins
+        clock.advance(s=120)  # and has held for its 2 minutes
+        stop, thread = _looping(sender)
+        wait_until(lambda: sender.ticks >= 5, timeout=10, what="four ticks of the loop")
+        _stopped(stop, thread)
+        assert len(receiver.rules(NO_LIVE)) == 1  # sent once, then within its cool-down
+        assert r.exists(prefix + "lease") == 0
+
+    def test_redis_errors_back_off_doubling_and_a_bug_does_not_end_the_loop(
+        self, settings: Any, prefix: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        settings.ACKBOARD_ALERTS_INTERVAL_S = 0.05
+        host, port = _closed_port_url().split("/")[2].split(":")
+        # No retries of its own: each tick fails at once, and so does the lease's release.
+        down = redis.Redis(host=host, port=int(port), retry=Retry(NoBackoff(), 0))
+        sender = _CountedSender(
+            client=down, interval_s=0.05, lease_key=prefix + "lease",
+            fail_first=RuntimeError("a bug in a rule"),
+        )  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="dashboard.alerts"):
+            stop, thread = _looping(sender)
+            # A bug: logged with its traceback, then a 10 s pause that the stop ends.
+            wait_until(lambda: sender.ticks >= 1 and caplog.records, timeout=5, what="a log")
+            assert caplog.records[0].exc_info is not None
+            assert thread.is_alive()
+            _stopped(stop, thread)
+            sender.fail_first = None
+            stop, thread = _looping(sender)
+            retries = lambda: [  # noqa: E731
+                rec.getMessage() for rec in caplog.records if "retrying in" in rec.getMessage()
+            ]
+            wait_until(lambda: len(retries()) >= 3, timeout=10, what="three retries")
+            _stopped(stop, thread)
+        pauses = [float(re.search(r"retrying in ([0-9.]+)s", m)[1]) for m in retries()[:3]]
+        assert pauses == [0.1, 0.2, 0.4]
 
 
 class ReadingsTests:

@@ -109,7 +109,9 @@ class CommandTests:
         def names(commands: list[str]) -> set[str]:
             return {manage_argv(command)[0] for command in commands}
 
-        everything = {"migrate", "serve", "queue_worker", "ingest_failures", "run_jobs"}
+        everything = {
+            "migrate", "serve", "queue_worker", "ingest_failures", "run_jobs", "send_alerts",
+        }  # fmt: skip
         assert names(list(procfile().values())) == everything
         services = render()["services"]
         blueprint = [
@@ -135,7 +137,7 @@ class BlueprintTests:
     def test_web_worker_key_value_and_postgres(self) -> None:
         blueprint = render()
         types = sorted(service["type"] for service in blueprint["services"])
-        assert types == ["keyvalue", "web", "worker", "worker", "worker"]
+        assert types == ["keyvalue", "web", "worker", "worker", "worker", "worker"]
         assert [db["name"] for db in blueprint["databases"]] == ["ackboard-db"]
         (kv,) = [s for s in blueprint["services"] if s["type"] == "keyvalue"]
         assert kv["maxmemoryPolicy"] == "noeviction"

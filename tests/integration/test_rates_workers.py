@@ -1,9 +1,9 @@
 """Rates with real workers: ``manage.py queue_worker --processes 2`` consume while the test
-produces at a known rate and the real sampler ticks every second.
+produces at a known rate and the real sampler ticks every half second.
 
-Phase 1 (workers keep up, 20 entries/s for 16 s): the stored produce and consume rates
-are within 15% of 20/s and the drain estimate is "drains". Phase 2 (the workers are
-stopped with SIGTERM; production goes on for 12 s): the estimate is "growing" by 20/s
+Phase 1 (workers keep up, 40 entries/s for 8 s): the stored produce and consume rates
+are within 15% of 40/s and the drain estimate is "drains". Phase 2 (the workers are
+stopped with SIGTERM; production goes on for 6 s): the estimate is "growing" by 40/s
 (within 15%), and the sampled lag in time is the age of the first entry the test produced
 that no worker received, from the test's own clock at XADD (within 0.3 s).
 
@@ -42,8 +42,8 @@ from tests.queue_core.worker.helpers import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.one_engine]
 
-RATE = 20.0  # entries per second the test produces
-INTERVAL = 1.0  # the sampler's interval in this test (ACKBOARD_SAMPLER_INTERVAL_S)
+RATE = 40.0  # entries per second the test produces
+INTERVAL = 0.5  # the sampler's interval in this test (ACKBOARD_SAMPLER_INTERVAL_S)
 RATE_TOLERANCE = 0.15  # stored rates within 15% of RATE
 AGE_TOLERANCE_S = 0.3  # lag in time vs the test's clock at XADD
 
@@ -109,8 +109,8 @@ def test_rates_drains_then_growing_and_the_time_lag(
 
     # Phase 1: the workers keep up.
     producer.start()
-    sample_for(sampler, 16)
-    kept_up = drain_estimate(stream, "g", window_s=12)
+    sample_for(sampler, 8)
+    kept_up = drain_estimate(stream, "g", window_s=6)
     assert kept_up.kind == "drains", kept_up
     assert kept_up.produce_per_s == pytest.approx(RATE, rel=RATE_TOLERANCE)
     assert kept_up.consume_per_s == pytest.approx(RATE, rel=RATE_TOLERANCE)
@@ -126,12 +126,12 @@ def test_rates_drains_then_growing_and_the_time_lag(
     fleet.proc.send_signal(signal.SIGTERM)
     assert fleet.wait(30) == 0
     stopped_at = time.monotonic()
-    sample_for(sampler, 12)
-    behind = drain_estimate(stream, "g", window_s=10)
+    sample_for(sampler, 6)
+    behind = drain_estimate(stream, "g", window_s=5)
     assert behind.kind == "growing", behind
     assert behind.net_per_s == pytest.approx(-RATE, rel=RATE_TOLERANCE)
-    assert behind.text.endswith("growing by 20/s")
-    assert time.monotonic() - stopped_at >= 10
+    assert behind.text.endswith("growing by 40/s")
+    assert time.monotonic() - stopped_at >= 5
 
     # Lag in time: the first entry the test produced that no worker received.
     last_delivered = r.xinfo_groups(stream)[0]["last-delivered-id"].decode()
@@ -143,7 +143,7 @@ def test_rates_drains_then_growing_and_the_time_lag(
     )
     row = RateSample.objects.filter(tier=0, stream=stream, group="g").latest("at")
     expected_age = row.at - first_waiting[1]
-    assert expected_age > 10  # it has waited since the workers stopped
+    assert expected_age > 5  # it has waited since the workers stopped
     assert row.oldest_undelivered_age_s == pytest.approx(expected_age, abs=AGE_TOLERANCE_S)
     assert row.lag is not None and row.lag == pytest.approx(RATE * expected_age, rel=0.1)
 

@@ -24,6 +24,7 @@ import redis
 
 from queue_core.admin import PARKING_CONSUMER, Retired, consumer_retire
 from queue_core.clock import now_ms
+from queue_core.control import HEARTBEAT_STALE_MS
 from queue_core.keys import stream_keys
 from tests.factories import add_entries, make_group
 from tests.integration.test_worker_cli import worker_env
@@ -105,20 +106,13 @@ def kill_mid_batch(r: redis.Redis, stream: str, workers: Workers) -> tuple[list[
     return ids, held
 
 
-def retire_when_stale(r: redis.Redis, stream: str, to_consumer: str | None) -> Retired:
-    """Retire the victim, trying again while its heartbeat is live (up to 10 s)."""
-
-    def retired() -> Retired | None:
-        result = consumer_retire(client=r, stream=stream, group="g", consumer="victim",
-                                 to_consumer=to_consumer, now_ms=now_ms())  # fmt: skip
-        if result.refused != "live heartbeat":
-            return result
-        assert result.moved == 0
-        return None
-
-    result: Retired = wait_until(retired, timeout=30, interval=0.25,
-                                 what="the dead worker's heartbeat to go stale")  # fmt: skip
-    return result
+def retire_as_stale(r: redis.Redis, stream: str, to_consumer: str | None) -> Retired:
+    """Retire the killed victim on a clock one heartbeat-staleness ahead, so its last
+    heartbeat is judged stale without the test waiting for it (the retire's clock is
+    injected: ``now_ms``)."""
+    later = now_ms() + HEARTBEAT_STALE_MS + 1
+    return consumer_retire(client=r, stream=stream, group="g", consumer="victim",
+                           to_consumer=to_consumer, now_ms=later)  # fmt: skip
 
 
 def all_done_once(
@@ -139,7 +133,7 @@ class RetireWithWorkersTests:
         # dead consumer's entries due within the test.
         live = workers.start("survivor", "--min-idle-ms", "600000", "--reclaim-interval-ms", "200")
 
-        result = retire_when_stale(r, stream, to_consumer=None)
+        result = retire_as_stale(r, stream, to_consumer=None)
 
         assert (result.refused, result.moved, result.deleted) == (None, len(held), True)
         assert "victim" not in consumers(r, stream)
@@ -158,21 +152,28 @@ class RetireWithWorkersTests:
         self, r: redis.Redis, stream: str, workers: Workers
     ) -> None:
         ids, held = kill_mid_batch(r, stream, workers)
-        # Reclaims what is idle 25 s: the handed-over entries keep their idle time (from
-        # the victim's read), so they are reclaimed then, not 25 s after the hand-over.
-        live = workers.start("survivor", "--min-idle-ms", "25000", "--reclaim-interval-ms", "200")
+        running_at = time.monotonic()
+        # Reclaims what is idle 12 s: well after the hand-over below, which follows the
+        # victim's read by the survivor's start-up, a few seconds.
+        live = workers.start("survivor", "--min-idle-ms", "12000", "--reclaim-interval-ms", "200")
         wait_until(lambda: "survivor" in consumers(r, stream), timeout=30,
                    what="the survivor to read the undelivered entries")  # fmt: skip
+        wait_until(lambda: time.monotonic() - running_at > 1, timeout=5, interval=0.05,
+                   what="a second of idle time to keep")  # fmt: skip
 
-        result = retire_when_stale(r, stream, to_consumer="survivor")
-        handed_at = time.monotonic()
+        result = retire_as_stale(r, stream, to_consumer="survivor")
+        held_for_ms = (time.monotonic() - running_at) * 1000
 
         assert (result.refused, result.moved, result.to, result.deleted) == (
             None, len(held), "survivor", True,
         )  # fmt: skip
+        # The handed-over entries keep the idle time since the victim read them (before
+        # ``running_at``): a reset would show them idle a few milliseconds.
+        rows = r.xpending_range(stream, "g", min="-", max="+", count=100, consumername="survivor")
+        idle = {row["message_id"].decode(): row["time_since_delivered"] for row in rows}
+        assert all(idle[entry_id] >= held_for_ms - 100 for entry_id in held), (idle, held_for_ms)
         assert "victim" not in consumers(r, stream)
         wait_until(all_done_once(workers, r, stream, ids), timeout=60, what="every entry handled")
-        assert time.monotonic() - handed_at < 20, "the hand-over reset the entries' idle time"
         assert len(workers.lines("done")) == len(ids)
         done = {row[0]: row for row in workers.lines("done")}
         for entry_id in held:

@@ -278,6 +278,7 @@ _COLOURS = """() => {
     card: [css(".fact .value", "color"), css(".fact", "backgroundColor")],
     muted: [css(".fact .label", "color"), css(".fact", "backgroundColor")],
     link: [css(".breadcrumbs a", "color"), css("body", "backgroundColor")],
+    badge: [css("#group-health .badge", "color"), css("#group-health .badge", "backgroundColor")],
   };
 }"""
 

@@ -326,7 +326,7 @@ class DarkThemeTests:
     def test_dark_follows_the_system_and_stays_readable(
         self, themed: Any, web_server: LiveServer, browser_redis: redis.Redis, stream: str
     ) -> None:
-        make_pending(browser_redis, stream, "g", "worker-1", 3)
+        ids = make_pending(browser_redis, stream, "g", "worker-1", 3)
         url = _group_url(web_server, stream, "g")
         seen = {}
         for scheme in ("light", "dark"):
@@ -334,6 +334,13 @@ class DarkThemeTests:
             page.goto(url)
             expect(page.locator("tr[id^=pending-]")).to_have_count(3)
             seen[scheme] = page.evaluate(_COLOURS)
+            # A payload block, on the entry's page.
+            page.goto(f"{web_server.url}/streams/{stream}/entries/{ids[0]}/")
+            block = page.locator("pre.value").first
+            expect(block).to_be_visible()
+            seen[scheme]["payload"] = block.evaluate(
+                "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+            )
         light, dark = seen["light"], seen["dark"]
         assert dark["body"] != light["body"] and dark["button"] != light["button"]
         # Dark is dark: the page's background is darker than its text.

@@ -219,11 +219,9 @@
   // One key (no modifier, not typing, no dialog open): true when it did something.
   const handle = (event) => {
     const { key } = event;
-    if (awaitingGo && Date.now() - awaitingGo < G_WINDOW_MS) {
-      awaitingGo = 0;
-      return go(key);
-    }
+    const afterG = awaitingGo && Date.now() - awaitingGo < G_WINDOW_MS;
     awaitingGo = 0;
+    if (afterG && key in GO) return go(key); // any other key after "g" is itself
     switch (key) {
       case "j": return move(1);
       case "k": return move(-1);

@@ -26,22 +26,25 @@
     {
       title: "Rate (entries/s)",
       series: [
-        ["produce_per_s", "produced", "#2457c5"],
-        ["consume_per_s", "consumed", "#1f7a3d"],
+        ["produce_per_s", "produced", "--accent"],
+        ["consume_per_s", "consumed", "--ok"],
       ],
     },
-    { title: "Lag (entries)", series: [["lag", "lag", "#7b3fb8"]] },
+    { title: "Lag (entries)", series: [["lag", "lag", "--purple"]] },
     {
       title: "Age (s)",
       series: [
-        ["oldest_pending_s", "oldest pending", "#a86100"],
-        ["undelivered_s", "oldest undelivered", "#b3261e"],
+        ["oldest_pending_s", "oldest pending", "--warn"],
+        ["undelivered_s", "oldest undelivered", "--bad"],
       ],
     },
-    { title: "Failures per minute", series: [["failures_per_min", "failures/min", "#b3261e"]] },
+    { title: "Failures per minute", series: [["failures_per_min", "failures/min", "--bad"]] },
   ];
   const HEIGHT = 130;
-  const MARKER = "#6b7178";
+  // Colours are ackboard.css's custom properties (series, axes, grid, markers), read when
+  // a chart is drawn: light or dark as the system asks; a change of theme redraws.
+  const colour = (name) =>
+    getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#6b7178";
 
   const pad = (n) => String(n).padStart(2, "0");
   const clock = (t) => {
@@ -80,7 +83,7 @@
             const { ctx } = u;
             const { left, top, width, height } = u.bbox;
             ctx.save();
-            ctx.strokeStyle = MARKER;
+            ctx.strokeStyle = colour("--muted");
             ctx.lineWidth = Math.max(1, window.devicePixelRatio || 1);
             ctx.setLineDash([4, 3]);
             for (const m of chart.markers) {
@@ -196,6 +199,8 @@
         this.panels.append(box);
         made.push([box, shown]);
       }
+      const grid = { stroke: colour("--chart-grid"), width: 1 };
+      const axis = { stroke: colour("--chart-axis"), grid, ticks: grid };
       for (const [box, shown] of made) {
         const keys = shown.map(([key]) => key);
         const opts = {
@@ -206,9 +211,11 @@
           scales: { x: { time: true } },
           series: [
             {},
-            ...shown.map(([, label, stroke]) => ({ label, stroke, width: 1.5, spanGaps: false })),
+            ...shown.map(([, label, stroke]) => ({
+              label, stroke: colour(stroke), width: 1.5, spanGaps: false,
+            })),
           ],
-          axes: [{}, { size: 56 }],
+          axes: [{ ...axis }, { ...axis, size: 56 }],
           plugins: [markersPlugin(this), latestLegendPlugin()],
         };
         const plot = new uPlot(opts, this.columns(keys), box);
@@ -281,6 +288,9 @@
       charts.push(chart);
       chart.load(chart.range);
     }
+    window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener("change", () => {
+      for (const chart of charts) if (chart.data) chart.draw(chart.data);
+    });
   });
   // A live push (or any htmx swap) brought new content: it may carry a newer point.
   document.addEventListener("htmx:load", (event) => {

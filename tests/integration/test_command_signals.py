@@ -2,12 +2,12 @@
 
 A service manager signals every process of the service (systemd's default
 ``KillMode=control-group``), and so does ``timeout``: under ``uv run`` the command then
-gets the signal twice, from the group and from uv forwarding it. The handlers of
-``run_jobs``, ``ingest_failures`` and ``sample_rates`` used to set a ``threading.Event``
-themselves, and the second signal, landing inside the first handler's ``Event.set``,
-blocked it on the event's own lock: the command hung, and ignored every later SIGTERM
-until it was killed (found by hand with ``timeout -s TERM 6 uv run python manage.py
-run_jobs``). Their handlers are now ``dashboard.runtime.stop_signals``'.
+gets the signal twice, from the group and from uv forwarding it. A handler that sets a
+``threading.Event`` itself can hang there: the second signal, landing inside the first
+handler's ``Event.set``, blocks on the event's own lock, and every later SIGTERM is
+ignored until the command is killed. The long-running commands (``run_jobs``,
+``ingest_failures``, ``sample_rates``, ``send_alerts``) use
+``dashboard.runtime.stop_signals``' handlers, which never do.
 """
 
 from __future__ import annotations
@@ -34,36 +34,52 @@ COMMANDS = {
     "run_jobs": (("run_jobs", "--poll", "0.05"), "Ctrl-C stops"),
     "ingest_failures": (("ingest_failures", "--poll", "0.05"), "Ctrl-C to stop"),
     "sample_rates": (("sample_rates",), "Ctrl-C stops"),
+    "send_alerts": (("send_alerts", "--interval", "1"), "Ctrl-C stops"),
 }
 
 
 #: Start-and-signal rounds per command.
-TRIES = 3
+TRIES = 2
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_command_under_uv_stops_when_its_process_group_is_signalled(
-    command: str, redis_url: str, prefix: str, tmp_path: Path
-) -> None:
-    uv = shutil.which("uv")
-    assert uv, "uv is not on PATH (the README's test command runs under it)"
+def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "ACKBOARD_"))}
     env.pop("VALKEY_URL", None)
     env.update(
         DJANGO_SETTINGS_MODULE="dashboard.settings",
         DJANGO_SECRET_KEY="signals-test-" + "k7Qx2" * 10,
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        ACKBOARD_HOME=str(tmp_path),
+        DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}",
+        ACKBOARD_HOME=str(tmp),
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated database for the three commands (each only reads it)."""
+    tmp = tmp_path_factory.mktemp("signals")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=ROOT, env=_env(tmp), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return tmp
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_under_uv_stops_when_its_process_group_is_signalled(
+    command: str, redis_url: str, prefix: str, tmp_path: Path, migrated: Path
+) -> None:
+    uv = shutil.which("uv")
+    assert uv, "uv is not on PATH (the README's test command runs under it)"
+    env = _env(migrated)
+    env.update(
         REDIS_URL=redis_url,
         ACKBOARD_STREAMS=prefix + "*",
         ACKBOARD_SAMPLER_LEASE_KEY=prefix + "sampler",
         ACKBOARD_SAMPLER_INTERVAL_S="0.1",
+        ACKBOARD_ALERTS_KEY=prefix + "alerts",
     )
-    migrated = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert migrated.returncode == 0, migrated.stderr
     args, ready = COMMANDS[command]
     # The race needs the second signal inside the first handler: more than one try, so a
     # handler that can block is caught on most runs (the helper's own test is exact).

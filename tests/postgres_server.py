@@ -24,7 +24,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,13 +228,20 @@ def running_postgres() -> Iterator[PostgresServer]:
         yield server
 
 
-def client_backends(url: str) -> set[int]:
-    """The pids of the other client connections to the database ``url`` names."""
+@contextlib.contextmanager
+def client_backends(url: str) -> Iterator[Callable[[], set[int]]]:
+    """A probe of the database ``url`` names: each call answers the pids of the other
+    client connections. One connection for every call, so a probe never counts the
+    backend of its own previous call while that one is still exiting."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        ).fetchall()
-    return {pid for (pid,) in rows}
+
+        def backends() -> set[int]:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ).fetchall()
+            return {pid for (pid,) in rows}
+
+        yield backends

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from dashboard.alerts.delivery import TEST_BREACH, generic_body, slack_body
 from dashboard.alerts.models import AlertWebhook

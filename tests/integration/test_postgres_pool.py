@@ -50,7 +50,7 @@ def test_pages_are_served_by_pooled_connections(
             "ACKBOARD_SAMPLER_INTERVAL_S": "0.2",
         },
     )
-    with serving(web):
+    with serving(web), client_backends(postgres.url) as backends:
         # A live socket on the page, so the broadcaster's rounds run (and read SQL) too.
         socket = _Socket(
             "127.0.0.1",
@@ -71,7 +71,7 @@ def test_pages_are_served_by_pooled_connections(
             slowest = max(slowest, time.monotonic() - began)
             assert status == 200, html[:300]
             assert html.count('<tr id="pending-') == 50
-            seen |= client_backends(postgres.url)
+            seen |= backends()
         socket.read(time.monotonic())
         assert not socket.closed
         # A connection per page would be PAGES backends (each left open until collected).

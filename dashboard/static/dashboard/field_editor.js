@@ -7,8 +7,9 @@
  * their button. Names starting with the reserved prefix (ackboard.) are refused. The
  * form is not sent while a field is wrong; the server checks everything again (a clear
  * 400 naming the field). Produce's "Produce…" button (data-confirm-dialog) checks the
- * fields the same way, then opens its confirm dialog, which names them; the dialog's
- * submit sends the form (htmx), and the dialog closes once the answer is in. Plain JS,
+ * fields the same way, then opens its confirm dialog ({% confirmdialog %}), which names
+ * them; the dialog's form posts them with its own (hx-include) and closes once the answer
+ * is in (ackboard.js), and the editor's form never posts by itself. Plain JS,
  * no dependency, no inline code (the CSP forbids it).
  */
 (function () {
@@ -122,10 +123,15 @@
       error.hidden = !problems.length;
       return problems.length > 0;
     }
+    var opener = form.querySelector("[data-confirm-dialog]");
     form.addEventListener("submit", function (event) {
       if (problemsShown()) event.preventDefault();
+      else if (opener) {
+        // Produce's form posts only through its confirm dialog (Enter in a field).
+        event.preventDefault();
+        opener.click();
+      }
     });
-    var opener = form.querySelector("[data-confirm-dialog]");
     if (opener) wireConfirm(form, opener, problemsShown);
   }
 
@@ -141,9 +147,6 @@
       var shown = names.slice(0, 10).join(", ") + (names.length > 10 ? ", …" : "");
       summary.textContent = names.length + (names.length === 1 ? " field: " : " fields: ") + shown + ".";
       dialog.showModal();
-    });
-    form.addEventListener("htmx:afterRequest", function () {
-      if (dialog.open) dialog.close();
     });
   }
 

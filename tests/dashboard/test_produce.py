@@ -269,7 +269,7 @@ class DuplicateTests:
         assert r.xlen(stream) == 1
 
 
-class RemoteTests:
+class ProduceRemoteTests:
     """``manage.py ackboard produce|duplicate`` and the API: the same rules and audit."""
 
     def test_the_command_line_dry_runs_then_produces(

@@ -21,6 +21,7 @@ from dashboard.views import find as find_views
 from dashboard.views import logout as logout_views
 from dashboard.views import ops as ops_views
 from dashboard.views import pages as page_views
+from dashboard.views import produce as produce_views
 
 register_converter(converters.NameConverter, "name")
 register_converter(converters.EntryIdConverter, "entry_id")
@@ -48,6 +49,12 @@ app_patterns: list[URLPattern | URLResolver] = [
         name="dlq-edit-replay",
     ),
     path("streams/<name:stream>/find/", find_views.payload_find, name="payload-find"),
+    path("streams/<name:stream>/produce/", produce_views.produce_page, name="produce"),
+    path(
+        "streams/<name:stream>/entries/<entry_id:entry_id>/do/<slug:action>/",
+        action_views.stream_entry_action,
+        name="stream-entry-action",
+    ),
     path("streams/<name:stream>/jump/", find_views.time_jump, name="time-jump"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("healthz", ops_views.healthz, name="healthz"),
@@ -98,6 +105,7 @@ app_patterns: list[URLPattern | URLResolver] = [
     *redrive_views.patterns(),  # redrive dead letters: dialog, controls, API
     # The JSON API (token auth, no session: see dashboard.views.api); a trailing / is optional.
     re_path(r"^api/v1/actions/edit-replay/?$", api_views.api_edit_replay, name="api-edit-replay"),
+    re_path(r"^api/v1/actions/produce/?$", api_views.api_produce, name="api-produce"),
     re_path(r"^api/v1/actions/(?P<action>[-a-z]+)/?$", api_views.api_action, name="api-action"),
     re_path(r"^api/v1/bulk/(?P<action>[-a-z]+)/?$", api_views.api_bulk, name="api-bulk"),
     re_path(r"^api/v1/whoami/?$", api_views.api_whoami, name="api-whoami"),

@@ -37,6 +37,7 @@ _NOUNS = {
     "group": "consumer groups",
     "consumer": "consumers",
     "stream": "streams",
+    "entry": "stream entries",
 }
 #: ``auth.Permission.name``'s length.
 _NAME_LENGTH = 255

@@ -18,7 +18,8 @@ from dashboard.views.edit_replay import FieldChanges
 from dashboard.views.remote import Answer, edit_replay_answer
 
 
-def _pair(text: str) -> tuple[str, str]:
+def pair(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as (name, value), for argparse (the value may hold "=")."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise ArgumentTypeError(f"{text[:80]!r} is not NAME=VALUE")
@@ -28,9 +29,9 @@ def _pair(text: str) -> tuple[str, str]:
 def _arguments(p: ArgumentParser) -> None:
     p.add_argument("stream")
     p.add_argument("dlq_id", help="The dead letter's id (on the dead-letter page).")
-    p.add_argument("--set", type=_pair, action="append", default=[], metavar="NAME=TEXT",
+    p.add_argument("--set", type=pair, action="append", default=[], metavar="NAME=TEXT",
                    help="Set (or add) a field to this text.")  # fmt: skip
-    p.add_argument("--set-json", type=_pair, action="append", default=[], metavar="NAME=JSON",
+    p.add_argument("--set-json", type=pair, action="append", default=[], metavar="NAME=JSON",
                    help="Set (or add) a field to this JSON document (checked).")  # fmt: skip
     p.add_argument("--drop", action="append", default=[], metavar="NAME",
                    help="Remove this field.")  # fmt: skip

@@ -4,7 +4,8 @@ Owns the markup of a declared button, so a new action's button needs no template
 its own: ``{% declared_buttons kind … %}`` writes a row's form (or its opener and confirm
 dialog, the one ``{% confirmdialog %}`` markup) where its kind's own buttons are: a
 "pending" row's on the entry page, a "dead-letter" row's in each dead letter's menu, a
-"group" row's on the group page, a "stream" row's on the stream page. The group page's
+"group" row's on the group page, a "stream" row's on the stream page, an "entry" row's
+on the entry page (the entry itself, in no group). The group page's
 pending table and consumer table are shared by many rows and (the pending one) cached
 without a CSRF token, so there a declared button is a submit of the shared ``#row-retry``
 form, or an opener of a shared dialog (``{% declared_row_dialogs %}``, filled by
@@ -124,7 +125,7 @@ def declared_buttons(
     place: str = "",
 ) -> SafeString:
     """The declared buttons of kind ``on`` that the user may press, for one target: the
-    pending entry or dead letter ``row`` (its ``id``; a pending one's ``consumer`` is
+    pending entry, the entry or dead letter ``row`` (its ``id``; a pending one's ``consumer`` is
     posted as ``seen_consumer``), the ``group`` or the ``stream``. "" when none."""
     buttons = allowed(context.get("perms"), on)
     if not buttons:
@@ -147,6 +148,8 @@ def declared_buttons(
             what = format_html("<p>{} entry <code>{}</code>.</p>", button.label, row.id)
         elif on == "dead-letter":
             what = format_html("<p>{} dead letter <code>{}</code>.</p>", button.label, row.id)
+        elif on == "entry":
+            what = format_html("<p>{} entry <code>{}</code>.</p>", button.label, row.id)
         elif on == "group":
             what = format_html("<p>{} <code>{}</code>.</p>", button.label, group)
         else:  # "stream"
@@ -165,7 +168,7 @@ def declared_buttons(
             )
         )
     html = format_html_join("", "{}", ((b,) for b in out))
-    if on in ("group", "stream") and out:
+    if on in ("group", "stream", "entry") and out:
         return format_html('<div class="actions declared-actions" data-swap-4xx>{}</div>', html)
     return html
 
@@ -176,6 +179,8 @@ def _target_url(action: Action, *, stream: str, group: str, row: Any) -> str:
         return reverse("dashboard:entry-action", args=[stream, group, row.id, action.name])
     if action.on == "dead-letter":
         return reverse("dashboard:dlq-action", args=[stream, row.id, action.name])
+    if action.on == "entry":
+        return reverse("dashboard:stream-entry-action", args=[stream, row.id, action.name])
     if action.on == "group":
         return reverse("dashboard:group-action", args=[stream, group, action.name])
     return reverse("dashboard:stream-action", args=[stream, action.name])

@@ -36,13 +36,15 @@ from queue_core.types import PendingEntry
 #: - "group": a consumer group (``…/groups/<g>/do/<action>/``): Pause, Resume, Retire
 #:   idle consumers, Delete group, Reset position;
 #: - "consumer": one consumer of a group (``…/groups/<g>/consumers/<c>/<action>/``): Retire;
-#: - "stream": a stream (``streams/<s>/do/<action>/``): Create group, Trim.
-KINDS = ("pending", "dead-letter", "dead-letters", "group", "consumer", "stream")
+#: - "stream": a stream (``streams/<s>/do/<action>/``): Create group, Trim, Produce;
+#: - "entry": one entry of a stream, pending or not, in no group in particular
+#:   (``streams/<s>/entries/<id>/do/<action>/``): Duplicate.
+KINDS = ("pending", "dead-letter", "dead-letters", "group", "consumer", "stream", "entry")
 #: The kinds whose form is a ``TargetForm`` (it is told what it acts on).
 TARGET_KINDS = ("group", "consumer", "stream")
 #: The kinds whose button is derived from the row (``Action.button``); a "dead-letters"
 #: row (Purge) writes its own, on the dead-letter page.
-BUTTON_KINDS = ("pending", "dead-letter", "group", "consumer", "stream")
+BUTTON_KINDS = ("pending", "dead-letter", "group", "consumer", "stream", "entry")
 #: What a row's permission may be: one of this app's (``dashboard.access.grants`` creates
 #: it after ``migrate``); anything else would be a permission nothing creates.
 PERMISSION = re.compile(r"dashboard\.[a-z][a-z0-9_]{0,99}")
@@ -56,8 +58,9 @@ class Button:
     (``dashboard.templatetags.ackboard_buttons``): a "pending" row's in each pending-table
     row's Actions menu and on the entry page, a "dead-letter" row's in each dead letter's
     menu, a "group" row's on the group page, a "consumer" row's in each consumer's row,
-    a "stream" row's on the stream page. It posts the fields its kind's own buttons post
-    (``place``, ``next``, and for a pending entry the owner shown as ``seen_consumer``).
+    a "stream" row's on the stream page, an "entry" row's on the entry page. It posts
+    the fields its kind's own buttons post (``place``, ``next``, and for a pending entry
+    the owner shown as ``seen_consumer``).
 
     ``ask``: a confirm dialog first, saying the row's explanation (a consumer's button
     always asks: its row has no form of its own). ``reason``: a Reason field in that

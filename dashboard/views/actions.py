@@ -3,15 +3,17 @@
 Owns ``ACTIONS``, one row per action on one pending entry (Retry, Claim, Dead-letter,
 Acknowledge), on one dead-lettered entry (Replay, Delete), on a whole dead-letter
 stream (Purge), on a consumer group (Pause, Resume, Retire idle consumers, Delete group,
-Reset position), on one consumer (Retire) or on a stream (Create group, Trim). A row
+Reset position), on one consumer (Retire), on a stream (Create group, Trim, Produce)
+or on one entry of a stream in no group (Duplicate). A row
 (``dashboard.views.action_table.Action``) is the action's one declaration: its name (URL
 slug, audit name, CLI subcommand, API action), what it acts on (``action_table.KINDS``),
 the form that parses its POST, the one service call that does it with the message it
 answers, its permission (``dashboard.access.permissions`` derives its map from the rows),
 its explanation (``{% action_explain %}``) and its subcommand (``Action.cli``). The rows
 live in ``dashboard.views.entry_actions`` (entries and dead letters),
-``dashboard.views.fleet_actions`` (the fleet) and ``dashboard.views.admin_actions``
-(group administration): their ``ROWS``, merged here. The views look the row up and read
+``dashboard.views.fleet_actions`` (the fleet), ``dashboard.views.admin_actions``
+(group administration) and ``dashboard.views.produce`` (Produce, Duplicate): their
+``ROWS``, merged here. The views look the row up and read
 the state before (``_prepare``, one branch per kind); ``dashboard.views.action_runner``
 does the rest (permission, form, call, audit, answer), for bulk (``dashboard.views.bulk``)
 too. ``action_run`` is the same path without an HTML request: ``manage.py ackboard`` and
@@ -47,7 +49,7 @@ from dashboard.access.scopes import may
 from dashboard.display.converters import name_problem
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
-from dashboard.views import admin_actions, entry_actions, fleet_actions
+from dashboard.views import admin_actions, entry_actions, fleet_actions, produce
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -73,8 +75,8 @@ from queue_core.types import PendingEntry, PendingPage, PendingRow
 #: The modules whose ``ROWS`` make the table, in its order: pending entries and dead
 #: letters (Retry, Claim, Dead-letter, Acknowledge, Replay, Delete, Purge), fleet control
 #: (Pause, Resume, Retire, Retire idle consumers), group administration (Create/Delete
-#: group, Reset position, Trim).
-ROW_MODULES = (entry_actions, fleet_actions, admin_actions)
+#: group, Reset position, Trim), then Produce and Duplicate.
+ROW_MODULES = (entry_actions, fleet_actions, admin_actions, produce)
 _table: dict[str, Action] = {}
 #: Every action by name. Everything derived from the rows reads it when it needs it
 #: (never a copy made at import), so a row is in effect wherever its table is.
@@ -191,6 +193,10 @@ def _prepare(
         )
     if row.on == "dead-letters":
         return _prepare_purge(request, row, data, stream=stream, channel=channel)
+    if row.on == "entry":
+        return _prepare_entry(
+            request, row, data, stream=stream, entry_id=target_id, channel=channel
+        )
     pending = row.on == "pending"
     form = row.form(data)
     req = action_request(
@@ -237,6 +243,41 @@ def _prepare_purge(
         return {"length": checked["expected_length"], "newest_id": checked["newest_id"] or ""}, None
 
     return purge, req, state
+
+
+def _prepare_entry(
+    request: HtmxHttpRequest | None,
+    row: Action,
+    data: Mapping[str, Any],
+    *,
+    stream: str,
+    entry_id: str,
+    channel: str,
+) -> Prepared:
+    """An "entry" row's form, audit fields (the entry's id, no group) and state: the
+    stream and id checked, then the row's own ``before`` (which reads the entry)."""
+    form = row.form(data)
+    req = action_request(
+        request,
+        form,
+        action=row.name,
+        stream=stream,
+        group="",
+        ids=[entry_id[:64]],
+        default_place="entry",
+        channel=channel,
+    )
+    req.place = "entry"
+
+    def state() -> tuple[dict[str, Any], None]:
+        check_stream(stream)
+        check_id(entry_id)
+        if row.before is None:
+            return {}, None
+        data = getattr(form, "cleaned_data", {})
+        return row.before(Call(req=req, data=data, operator="", client=get_redis())), None
+
+    return form, req, state
 
 
 def check_consumer(consumer: str) -> str:
@@ -444,6 +485,22 @@ def _dead_letter_state(req: ActionRequest, dlq_id: str) -> dict[str, Any]:
         "reason": found.reason,
         "operator": found.operator,
     }
+
+
+@require_POST
+@never_cache
+@login_required
+def stream_entry_action(
+    request: HtmxHttpRequest, stream: str, entry_id: str, action: str
+) -> HttpResponse:
+    """An action on one entry of a stream, in no group: Duplicate. Its answer goes to
+    the page the action names (the new entry's), else the entry page reloads."""
+    row = _action(action, "entry")
+    form, req, state = _prepare(
+        request, row, request.POST, stream=stream, group="", target_id=entry_id
+    )
+    outcome = _attempt(request.user, row, form, req, state_before=state)
+    return respond(request, req, outcome)
 
 
 @require_POST

@@ -41,6 +41,7 @@ from dashboard.runtime.middleware import redis_problem
 from dashboard.views.action_runner import BadRequest
 from dashboard.views.actions import ACTIONS
 from dashboard.views.edit_replay import FieldChanges
+from dashboard.views.produce import produce_rows
 from dashboard.views.remote import (
     Answer,
     Fields,
@@ -200,7 +201,7 @@ def api_action(request: HttpRequest, action: str, *, user: User) -> Answer:
         text = _given
     stream = text(body, "stream")
     group = text(body, "group") if row.on in ("pending", "group", "consumer") else ""
-    if row.on in ("pending", "dead-letter"):
+    if row.on in ("pending", "dead-letter", "entry"):
         target_id = text(body, "id")
     elif row.on == "consumer":
         target_id = text(body, "consumer")
@@ -245,6 +246,26 @@ def _changes(body: dict[str, Any]) -> FieldChanges:
         raise BadRequest("drop must be a list of field names")
     as_text = {name: json.dumps(value, ensure_ascii=False) for name, value in documents.items()}
     return FieldChanges(set=sets, set_json=as_text, drop=drop)
+
+
+@api_view("POST")
+def api_produce(request: HttpRequest, *, user: User) -> Answer:
+    """Produce an entry. Body: ``stream``, ``set`` (an object: field name to text),
+    ``set_json`` (field name to a JSON value), ``create``, ``reason``; without
+    ``"confirm": true`` the dry run. The rows reach the Produce row as its page posts
+    them (``produce_rows``)."""
+    body, _ = _denied_input(request)  # a denied user's answer is the audited 403
+    stream = _given(body, "stream")
+    rows: dict[str, list[str]] = {}
+    if may_act(user, "produce", stream or None):
+        body = _body(request)
+        stream = _text(body, "stream")
+        changes = _changes({k: v for k, v in body.items() if k in ("set", "set_json")})
+        rows = produce_rows(changes)
+    fields: dict[str, str | list[str]] = {**rows, "reason": _given(body, "reason")}
+    for flag in ("confirm", "create"):
+        fields[flag] = "1" if body.get(flag) is True else ""
+    return action_answer(user=user, action="produce", stream=stream, fields=fields, channel="api")
 
 
 @api_view("POST")

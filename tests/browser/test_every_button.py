@@ -396,6 +396,26 @@ def _press_edit_replay(page: Any, shop: Shop) -> None:
     page.get_by_role("button", name="Replay edited entry", exact=True).click()
 
 
+def _press_produce(page: Any, shop: Shop) -> None:
+    """The Produce page's editor: one field, Produce…, then its confirm dialog."""
+    field = page.locator(".editor-rows fieldset").first
+    field.get_by_label("Name").fill("type")
+    field.get_by_label("Value").fill("order.created")
+    page.get_by_role("button", name="Produce…", exact=True).click()
+    confirm(page, "Produce entry")
+
+
+def _press_duplicate(page: Any, shop: Shop) -> None:
+    page.locator("#entry-actions").get_by_role("button", name="Duplicate", exact=True).click()
+    confirm(page, "Duplicate")
+
+
+def _newest_is(r: redis.Redis, shop: Shop, fields: dict[bytes, bytes]) -> None:
+    [(entry_id, found)] = r.xrevrange(shop.stream, count=1)
+    assert r.xlen(shop.stream) == 71 and dict(found) == fields
+    assert entry_id.decode() not in shop.ids
+
+
 def _redrive_changed(r: redis.Redis, shop: Shop) -> None:
     # The job is queued for the runner (not running here): nothing is replayed yet.
     assert r.xlen(shop.dlq) == 4
@@ -790,7 +810,32 @@ BUTTONS: tuple[Button, ...] = (
         changed=lambda r, shop: _holds(r.xlen(shop.stream) == 66),
         audit="trim",
     ),
+    Button(
+        name="produce",
+        page=lambda shop: f"/streams/{shop.stream}/produce/",
+        live=False,
+        steps=(Step(_press_produce, lambda s: f"/streams/{s.stream}/do/produce/"),),
+        result=lambda page, shop: toast(page, f"added to {shop.stream} (1 field)"),
+        changed=lambda r, shop: _newest_is(r, shop, {b"type": b"order.created"}),
+        audit="produce",
+    ),
     # --- the entry page (of the oldest pending entry) ---
+    Button(
+        name="duplicate",
+        page=lambda shop: f"/streams/{shop.stream}/entries/{shop.pending[0]}/",
+        steps=(
+            Step(
+                _press_duplicate,
+                lambda s: f"/streams/{s.stream}/entries/{s.pending[0]}/do/duplicate/",
+            ),
+        ),
+        result=lambda page, shop: toast(page, f"Entry {shop.pending[0]} duplicated as"),
+        changed=lambda r, shop: _newest_is(
+            r, shop, dict(r.xrange(shop.stream, shop.pending[0], shop.pending[0])[0][1])
+        ),
+        audit="duplicate",
+        audit_ids=lambda shop: [shop.pending[0]],
+    ),
     _entry_button("retry", "Retry", "will be redelivered", None),
     _entry_button("claim", "Claim", "claimed by debugger", {"To consumer": "debugger"}),
     _entry_button("dead-letter", "Dead-letter", "moved to the dead-letter stream", {}),

@@ -154,6 +154,8 @@ class RoleGroupsTests:
             "trim_stream",
             # 0009_redrive_job
             "redrive_dead_letters",
+            # dashboard.access.grants, from the action table (Produce, Duplicate)
+            "produce_entries",
         }
 
     def test_operator_group_member_may_act_and_reader_may_not(

@@ -70,6 +70,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "group-action": ("POST", "action"),  # fleet and group admin (test_fleet.py, …)
     "consumer-action": ("POST", "action"),
     "stream-action": ("POST", "action"),
+    "produce": ("GET", "read"),  # and the produce permission (test_produce.py)
+    "stream-entry-action": ("POST", "action"),  # Duplicate (test_produce.py)
     "idle-consumers": ("GET", "read"),  # Retire idle's dry run, and its permission
     "redrive-start": ("POST", "action"),  # redrive (test_redrive.py)
     "redrive-status": ("GET", "read"),
@@ -79,6 +81,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "api-action": ("POST", "token"),
     "api-bulk": ("POST", "token"),
     "api-edit-replay": ("POST", "token"),
+    "api-produce": ("POST", "token"),
     "api-whoami": ("GET", "token"),
     "api-not-found": ("GET", "token"),
 }
@@ -213,6 +216,7 @@ def _action_urls(w: World) -> dict[str, str]:
         "group-action": f"/streams/{s}/groups/{g}/do/pause/",
         "consumer-action": f"/streams/{s}/groups/{g}/consumers/c/retire/",
         "stream-action": f"/streams/{s}/do/trim/",
+        "stream-entry-action": f"/streams/{s}/entries/{w.entry_id}/do/duplicate/",
     }
 
 
@@ -537,6 +541,7 @@ def _valid_forms(w: World) -> dict[str, dict[str, str]]:
         "group-action": {"reason": "r"},  # pause
         "consumer-action": {"mode": "reclaim"},  # retire
         "stream-action": {"minid": "1-0", "confirm": "1"},  # trim
+        "stream-entry-action": {},  # duplicate
     }
 
 
@@ -577,7 +582,7 @@ class RedisDownTests:
         # Every action attempt that reached Redis left an "error" audit row.
         errors = AuditEvent.objects.filter(result="error")
         assert {e.action for e in errors} == {
-            "retry", "bulk-retry", "purge", "delete", "pause", "retire", "trim",
+            "retry", "bulk-retry", "purge", "delete", "pause", "retire", "trim", "duplicate",
         }  # fmt: skip
 
     def test_every_route_answers_503_when_redis_hangs(
@@ -759,6 +764,9 @@ def _reader_post_urls(w: World, job_id: int) -> dict[str, list[str]]:
         + [f"/streams/{s}/groups/{g}/consumers/{n}/retire/" for n in bad_names],
         "stream-action": [f"/streams/{s}/do/{a}/" for a in ("trim", "create-group")]
         + [f"/streams/{n}/do/trim/" for n in bad_names],
+        "stream-entry-action": [f"/streams/{s}/entries/{e}/do/duplicate/"]
+        + [f"/streams/{n}/entries/{e}/do/duplicate/" for n in bad_names]
+        + [f"/streams/{s}/entries/{i}/do/duplicate/" for i in bad_ids],
         "redrive-start": [f"/streams/{s}/dlq/redrive/"]
         + [f"/streams/{n}/dlq/redrive/" for n in bad_names],
         "redrive-control": [f"/redrive/{job_id}/{a}/" for a in ("pause", "cancel")]

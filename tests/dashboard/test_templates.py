@@ -30,6 +30,7 @@ class OneHomeTests:
             "dashboard/_dlq_actions.html",
             "dashboard/group.html",  # the pending rows' shared dialogs, one per action
             "dashboard/_admin.html",  # Create group, Delete group
+            "dashboard/produce.html",  # Produce's confirm, posting the editor's fields
             "dashboard/_fleet.html",  # Pause, Resume
             "dashboard/_fleet_consumers.html",  # the consumer rows' shared Retire dialog
         }

@@ -35,6 +35,7 @@ from django.db import DatabaseError
 
 from dashboard.access.api_tokens import token_issue, token_revoke
 from dashboard.management import edit_replay as edit_replay_cli
+from dashboard.management import produce as produce_cli
 from dashboard.management import redrive as redrive_cli
 from dashboard.management.table import Options, Step, Subcommand, action_subcommand, single
 from dashboard.models import ApiToken
@@ -155,6 +156,7 @@ def subcommands() -> tuple[Subcommand, ...]:
         *edit_replay_cli.SUBCOMMANDS,  # edit & replay a dead letter
         _BULK,
         *(sub for sub in rows if ACTIONS[sub.name].on not in _BEFORE_BULK),
+        *produce_cli.SUBCOMMANDS,  # produce an entry (duplicate is a row's)
         *redrive_cli.SUBCOMMANDS,  # redrive dead letters
     )
 

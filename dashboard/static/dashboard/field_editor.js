@@ -1,11 +1,16 @@
-/* Edit & replay's field editor (templates/dashboard/dlq_edit.html).
+/* The field editor of Edit & replay (templates/dashboard/dlq_edit.html) and of Produce
+ * (templates/dashboard/produce.html).
  *
  * One fieldset per field: a JSON value ("json" mode) is validated as it is typed and
  * pretty-printed when the textarea loses focus; a new field whose value is a JSON object
  * or array becomes a JSON field. Fields are added from the <template> and removed with
  * their button. Names starting with the reserved prefix (ackboard.) are refused. The
  * form is not sent while a field is wrong; the server checks everything again (a clear
- * 400 naming the field). Plain JS, no dependency, no inline code (the CSP forbids it).
+ * 400 naming the field). Produce's "Produce…" button (data-confirm-dialog) checks the
+ * fields the same way, then opens its confirm dialog ({% confirmdialog %}), which names
+ * them; the dialog's form posts them with its own (hx-include) and closes once the answer
+ * is in (ackboard.js), and the editor's form never posts by itself. Plain JS,
+ * no dependency, no inline code (the CSP forbids it).
  */
 (function () {
   "use strict";
@@ -107,20 +112,41 @@
         fieldset.querySelector(".field-name").focus();
       });
     }
-    form.addEventListener("submit", function (event) {
+    function problemsShown() {
       var problems = [];
       form.querySelectorAll(".editor-rows .editor-field").forEach(function (f, i) {
         var p = check(f, prefix);
         if (p) problems.push("Field " + (i + 1) + ": " + p);
       });
       if (!form.querySelector(".editor-rows .editor-field")) problems.push("Keep at least one field.");
-      if (problems.length) {
+      error.textContent = problems.join(" ");
+      error.hidden = !problems.length;
+      return problems.length > 0;
+    }
+    var opener = form.querySelector("[data-confirm-dialog]");
+    form.addEventListener("submit", function (event) {
+      if (problemsShown()) event.preventDefault();
+      else if (opener) {
+        // Produce's form posts only through its confirm dialog (Enter in a field).
         event.preventDefault();
-        error.textContent = problems.join(" ");
-        error.hidden = false;
-      } else {
-        error.hidden = true;
+        opener.click();
       }
+    });
+    if (opener) wireConfirm(form, opener, problemsShown);
+  }
+
+  function wireConfirm(form, opener, problemsShown) {
+    var dialog = document.getElementById(opener.dataset.confirmDialog);
+    var summary = dialog.querySelector("#produce-summary");
+    opener.addEventListener("click", function () {
+      if (problemsShown()) return;
+      var names = [];
+      form.querySelectorAll(".editor-rows .field-name").forEach(function (n) {
+        names.push(n.value.trim());
+      });
+      var shown = names.slice(0, 10).join(", ") + (names.length > 10 ? ", …" : "");
+      summary.textContent = names.length + (names.length === 1 ? " field: " : " fields: ") + shown + ".";
+      dialog.showModal();
     });
   }
 

@@ -4,7 +4,7 @@ For FastStream (a ``RedisBroker`` with one ``StreamSub`` group subscriber) and t
 ``RedisStreamBroker`` under taskiq's own ``Receiver``), ``--n`` messages are put in the
 stream first (through the framework's own publisher), then the framework's consumer loop
 handles them with a no-op handler: once bare (the baseline), once with
-``AckboardMiddleware``. Timed from the start of consumption to the last handler call; each
+its Ackboard middleware. Timed from the start of consumption to the last handler call; each
 case ``--runs`` times, interleaved, the best kept. Prints msg/s, the per-message time and
 the adapter's ratio to its framework's baseline, measured in the same run. Successes only:
 a failure's cost is ``recording``'s (``benchmarks/recording_overhead.py``). On a private
@@ -29,8 +29,8 @@ from taskiq.receiver import Receiver
 from taskiq_redis import RedisStreamBroker
 
 from benchmarks._common import Rate, print_rates, redis_for_benchmark, server_version
-from queue_core.adapters.faststream import AckboardMiddleware as FastStreamAckboard
-from queue_core.adapters.taskiq import AckboardMiddleware as TaskiqAckboard
+from queue_core.adapters.faststream import AckboardFastStreamMiddleware
+from queue_core.adapters.taskiq import AckboardTaskiqMiddleware
 
 PREFIX = "bench:adapters:"
 GROUP = "g"
@@ -45,7 +45,7 @@ async def faststream_case(url: str, n: int, *, ackboard: bool) -> float:
     stream = f"{PREFIX}faststream"
     redis.Redis.from_url(url).delete(stream)
     broker = RedisBroker(url, logger=None)  # no access log: its cost is not the question
-    middleware = FastStreamAckboard(broker) if ackboard else None
+    middleware = AckboardFastStreamMiddleware(broker) if ackboard else None
     done = 0
 
     async def handle(body: dict[str, int]) -> None:
@@ -76,7 +76,7 @@ async def taskiq_case(url: str, n: int, *, ackboard: bool) -> float:
     broker = RedisStreamBroker(url, queue_name=stream, consumer_group_name=GROUP,
                                consumer_name="bench", consumer_id="0")  # fmt: skip
     if ackboard:
-        broker.add_middlewares(TaskiqAckboard())
+        broker.add_middlewares(AckboardTaskiqMiddleware())
     done = 0
 
     @broker.task(task_name="noop")
@@ -114,9 +114,9 @@ def main() -> None:
     logging.getLogger("taskiq").setLevel(logging.ERROR)
     cases: list[tuple[str, Case, bool]] = [
         ("FastStream (baseline)", faststream_case, False),
-        ("FastStream + AckboardMiddleware", faststream_case, True),
+        ("FastStream + AckboardFastStreamMiddleware", faststream_case, True),
         ("taskiq (baseline)", taskiq_case, False),
-        ("taskiq + AckboardMiddleware", taskiq_case, True),
+        ("taskiq + AckboardTaskiqMiddleware", taskiq_case, True),
     ]
     with redis_for_benchmark(args.url) as url:
         client = redis.Redis.from_url(url)

@@ -3,7 +3,7 @@
 Add it to a ``faststream.redis.RedisBroker`` and start and stop it with the app::
 
     broker = RedisBroker(url)
-    ackboard = AckboardMiddleware(broker, max_deliveries=5)   # adds itself to the broker
+    ackboard = AckboardFastStreamMiddleware(broker, max_deliveries=5)   # adds itself to the broker
     app = FastStream(broker, after_startup=[ackboard.start], after_shutdown=[ackboard.stop])
 
 Then, for every subscriber on a stream with a consumer group
@@ -62,7 +62,7 @@ from queue_core.recording import MAX_DELIVERIES
 ACKING_POLICIES = (AckPolicy.ACK, AckPolicy.ACK_FIRST)
 
 
-class AckboardMiddleware:
+class AckboardFastStreamMiddleware:
     """The middleware FastStream builds once per message; it owns the process's fleet."""
 
     def __init__(
@@ -118,7 +118,9 @@ class _MessageScope(BaseMiddleware[Any, Any]):
 
     __slots__ = ("ackboard",)
 
-    def __init__(self, msg: Any, /, *, context: ContextRepo, ackboard: AckboardMiddleware):
+    def __init__(
+        self, msg: Any, /, *, context: ContextRepo, ackboard: AckboardFastStreamMiddleware
+    ):
         super().__init__(msg, context=context)
         self.ackboard = ackboard
 

@@ -4,7 +4,7 @@ Add it to the broker, on the worker and on the client alike (it does nothing on 
 client side)::
 
     broker = RedisStreamBroker(url, queue_name="orders", consumer_group_name="billing")
-    broker.add_middlewares(AckboardMiddleware(max_deliveries=5))
+    broker.add_middlewares(AckboardTaskiqMiddleware(max_deliveries=5))
 
 Then, in the worker process (``taskiq worker``, or ``run_receiver_task``):
 
@@ -95,7 +95,7 @@ class _EntryAck:
             await self.ack()
 
 
-class AckboardMiddleware(TaskiqMiddleware):
+class AckboardTaskiqMiddleware(TaskiqMiddleware):
     """Failure history, dead-letters, heartbeats and the pause for a ``RedisStreamBroker``."""
 
     def __init__(
@@ -112,7 +112,7 @@ class AckboardMiddleware(TaskiqMiddleware):
 
     def set_broker(self, broker: AsyncBroker) -> None:
         if not isinstance(broker, RedisStreamBroker):
-            raise TypeError("AckboardMiddleware works with taskiq_redis.RedisStreamBroker")
+            raise TypeError("AckboardTaskiqMiddleware works with taskiq_redis.RedisStreamBroker")
         super().set_broker(broker)
         stream_broker: Any = broker  # the two hooks below are the broker's own, wrapped
         make_ack = stream_broker._ack_generator

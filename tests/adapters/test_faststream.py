@@ -1,4 +1,4 @@
-"""FastStream's own consumer loop with ``AckboardMiddleware``, on a private Redis.
+"""FastStream's own consumer loop with ``AckboardFastStreamMiddleware``, on a private Redis.
 
 A ``RedisBroker`` runs two ``StreamSub`` subscribers of one group, as FastStream's docs
 set up retries: one reads new entries, one reclaims idle ones (``min_idle_time``,
@@ -21,7 +21,7 @@ from django.test import Client
 from faststream import FastStream
 from faststream.redis import RedisBroker, StreamSub
 
-from queue_core.adapters.faststream import AckboardMiddleware
+from queue_core.adapters.faststream import AckboardFastStreamMiddleware
 from queue_core.clock import now_ms
 from queue_core.control import heartbeats_read, pause_clear, pause_set
 from queue_core.keys import stream_keys
@@ -42,9 +42,11 @@ async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
     await wait_until_async(predicate, timeout, interval=0.02)
 
 
-def make_broker(redis_url: str, stream: str, handle: Any) -> tuple[RedisBroker, AckboardMiddleware]:
+def make_broker(
+    redis_url: str, stream: str, handle: Any
+) -> tuple[RedisBroker, AckboardFastStreamMiddleware]:
     broker = RedisBroker(redis_url)
-    ackboard = AckboardMiddleware(broker, max_deliveries=MAX_DELIVERIES, heartbeat_ms=200)
+    ackboard = AckboardFastStreamMiddleware(broker, max_deliveries=MAX_DELIVERIES, heartbeat_ms=200)
     broker.subscriber(stream=StreamSub(stream, group=GROUP, consumer="fs-new"))(handle)
     broker.subscriber(
         stream=StreamSub(
@@ -143,7 +145,7 @@ class FastStreamAdapterTests:
         from faststream.middlewares import AckPolicy
 
         broker = RedisBroker(redis_url)
-        ackboard = AckboardMiddleware(broker)
+        ackboard = AckboardFastStreamMiddleware(broker)
         sub = StreamSub(prefix + "orders", group=GROUP, consumer="c")
         broker.subscriber(stream=sub, ack_policy=AckPolicy.ACK)(lambda body: None)
         async with broker:

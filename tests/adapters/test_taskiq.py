@@ -1,4 +1,4 @@
-"""taskiq's own receiver with ``AckboardMiddleware`` on a ``RedisStreamBroker``, on a
+"""taskiq's own receiver with ``AckboardTaskiqMiddleware`` on a ``RedisStreamBroker``, on a
 private Redis.
 
 taskiq's ``Receiver`` (``run_receiver_task``, what ``taskiq worker`` runs) takes
@@ -26,7 +26,7 @@ from taskiq.acks import AcknowledgeType
 from taskiq.api import run_receiver_task
 from taskiq_redis import RedisStreamBroker
 
-from queue_core.adapters.taskiq import AckboardMiddleware
+from queue_core.adapters.taskiq import AckboardTaskiqMiddleware
 from queue_core.clock import now_ms
 from queue_core.control import heartbeats_read, pause_clear, pause_set
 from queue_core.keys import stream_keys
@@ -54,7 +54,9 @@ def make_broker(redis_url: str, stream: str) -> RedisStreamBroker:
         redis_url, queue_name=stream, consumer_group_name=GROUP, consumer_name=CONSUMER,
         idle_timeout=300, xread_block=50,
     )  # fmt: skip
-    broker.add_middlewares(AckboardMiddleware(max_deliveries=MAX_DELIVERIES, heartbeat_ms=200))
+    broker.add_middlewares(
+        AckboardTaskiqMiddleware(max_deliveries=MAX_DELIVERIES, heartbeat_ms=200)
+    )
     return broker
 
 

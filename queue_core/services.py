@@ -50,9 +50,11 @@ RETRY_IDLE_MS = 30_000
 OPERATOR_CONSUMER = "ackboard-operator"
 #: Where ``admin.consumer_retire`` parks the entries it makes due for reclaim.
 PARKING_CONSUMER = "ackboard-retired"
+#: Where Retry later parks an entry until it is due (``queue_core.later``).
+LATER_CONSUMER = "ackboard-later"
 #: Consumer names Ackboard itself uses that no worker reads as. An XCLAIM refreshes their
 #: idle, so they would look live: no liveness rule (fleet control, resets) counts them.
-OWN_CONSUMERS = (OPERATOR_CONSUMER, PARKING_CONSUMER)
+OWN_CONSUMERS = (OPERATOR_CONSUMER, PARKING_CONSUMER, LATER_CONSUMER)
 
 
 def _publish(client: Client, *, action: str, stream: str, group: str, ids: list[str]) -> None:

@@ -7,7 +7,15 @@ from functools import partial
 from typing import Any
 
 from queue_core.results import Retried
-from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, guard, text
+from queue_core.scripts.binding import (
+    LuaScript,
+    Refusal,
+    ScriptCall,
+    entry_refusal,
+    guard,
+    text,
+    with_due_times,
+)
 
 
 class RetryScript(LuaScript[Retried | Refusal]):
@@ -27,7 +35,7 @@ class RetryScript(LuaScript[Retried | Refusal]):
         given). Refusals: not-pending, payload-missing, owner-changed, idle-changed.
         """
         return self.bind(
-            keys=[stream],
+            keys=with_due_times(stream, group),
             args=[group, entry_id, idle_ms, expected_consumer, guard(min_idle_ms)],
             parse=partial(_parse, entry_id=entry_id),
             stream=stream,

@@ -62,6 +62,18 @@ def _reason(button: Button) -> SafeString:
     )
 
 
+def _due(button: Button) -> SafeString:
+    """Retry later's due-time fields: a UTC date and time, or a duration from now."""
+    if not button.due:
+        return mark_safe("")
+    return mark_safe(
+        '<label>Due at (UTC) <input type="datetime-local" name="due_at" step="1"></label> '
+        '<label>or in <input type="text" name="due_in" maxlength="20" size="8" '
+        'placeholder="10m, 2h, 1d"></label>'
+        '<p class="explain">Times are UTC. Give one of the two.</p>'
+    )
+
+
 def _hidden(fields: dict[str, str]) -> SafeString:
     return format_html_join(
         "", '<input type="hidden" name="{}" value="{}">', ((k, v) for k, v in fields.items())
@@ -94,10 +106,11 @@ def _button_html(
         )
     body = format_html(
         '{fields}<input type="checkbox" name="ids" class="live-hold" hidden disabled>'
-        '{question}<p class="explain">{explain}</p>{reason}',
+        '{question}<p class="explain">{explain}</p>{due}{reason}',
         fields=fields,
         question=question,
         explain=explain,
+        due=_due(button),
         reason=_reason(button),
     )
     opener = format_html(_OPENER, opener=css(button, small=small), label=button.label)
@@ -237,13 +250,14 @@ def declared_row_dialogs(context: template.Context, on: str, group: str) -> Safe
         body = format_html(
             '{fields}<input type="checkbox" name="ids" class="live-hold" hidden disabled>'
             '<p>{label} {noun} <code data-fill="{fill}"></code> of <code>{group}</code>.</p>'
-            '<p class="explain">{explain}</p>{reason}',
+            '<p class="explain">{explain}</p>{due}{reason}',
             fields=_hidden(fields),
             label=button.label,
             noun=noun,
             fill=fill,
             group=group,
             explain=action_explain(row.name, group=group),
+            due=_due(button),
             reason=_reason(button),
         )
         submit = "btn danger" if button.style == "danger" else "btn primary"

@@ -9,7 +9,8 @@ slug, audit name, CLI subcommand, API action), what it acts on (``action_table.K
 the form that parses its POST, the one service call that does it with the message it
 answers, its permission (``dashboard.access.permissions`` derives its map from the rows),
 its explanation (``{% action_explain %}``) and its subcommand (``Action.cli``). The rows
-live in ``dashboard.views.entry_actions`` (entries and dead letters),
+live in ``dashboard.views.entry_actions`` (entries and dead letters), ``later_actions``
+(Retry later),
 ``dashboard.views.fleet_actions`` (the fleet) and ``dashboard.views.admin_actions``
 (group administration): their ``ROWS``, merged here. The views look the row up and read
 the state before (``_prepare``, one branch per kind); ``dashboard.views.action_runner``
@@ -47,7 +48,7 @@ from dashboard.access.scopes import may
 from dashboard.display.converters import name_problem
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
-from dashboard.views import admin_actions, entry_actions, fleet_actions
+from dashboard.views import admin_actions, entry_actions, fleet_actions, later_actions
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -65,16 +66,16 @@ from dashboard.views.action_runner import (
 )
 from dashboard.views.action_table import TARGET_KINDS, Action, Call, target_request
 from dashboard.views.forms import MAX_CONSUMER_LENGTH, ActionForm, PurgeForm, Target
-from dashboard.views.group_page import PendingFilters, pending_rows_view
+from dashboard.views.group_page import PendingFilters, later_due_of, pending_rows_view
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import selectors
 from queue_core.types import PendingEntry, PendingPage, PendingRow
 
 #: The modules whose ``ROWS`` make the table, in its order: pending entries and dead
-#: letters (Retry, Claim, Dead-letter, Acknowledge, Replay, Delete, Purge), fleet control
-#: (Pause, Resume, Retire, Retire idle consumers), group administration (Create/Delete
+#: letters (Retry, Claim, Dead-letter, Acknowledge, Replay, Delete, Purge), Retry later,
+#: fleet control (Pause, Resume, Retire, Retire idle consumers), group administration (Create/Delete
 #: group, Reset position, Trim).
-ROW_MODULES = (entry_actions, fleet_actions, admin_actions)
+ROW_MODULES = (entry_actions, later_actions, fleet_actions, admin_actions)
 _table: dict[str, Action] = {}
 #: Every action by name. Everything derived from the rows reads it when it needs it
 #: (never a copy made at import), so a row is in effect wherever its table is.
@@ -367,7 +368,12 @@ def _row_html(request: HttpRequest, req: ActionRequest, row: PendingRow) -> tupl
         "stream": req.stream,
         "group": req.group,
         # The group page's own row view: a swapped row and a reloaded page never differ.
-        "rows": pending_rows_view((row,), failures, stream=req.stream),
+        "rows": pending_rows_view(
+            (row,),
+            failures,
+            stream=req.stream,
+            due=later_due_of(get_redis(), req.stream, req.group, (row,)),
+        ),  # fmt: skip
         "page": page,
         "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
         "snapshot_id": "",

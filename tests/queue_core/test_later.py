@@ -32,9 +32,8 @@ def row(r: redis.Redis, stream: str, entry_id: str, group: str = "g") -> dict[st
 
 
 def due_times(r: redis.Redis, stream: str, group: str = "g") -> dict[str, float]:
-    return {
-        k.decode(): v for k, v in r.zrange(stream_keys(stream).later(group), 0, -1, withscores=True)
-    }
+    pairs: Any = r.zrange(stream_keys(stream).later(group), 0, -1, withscores=True)
+    return {k.decode(): v for k, v in pairs}
 
 
 def claimed_ids(r: redis.Redis, stream: str, min_idle_ms: int) -> list[str]:

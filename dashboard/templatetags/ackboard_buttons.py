@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from django import template
-from django.middleware.csrf import get_token
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -72,6 +71,15 @@ def _due(button: Button) -> SafeString:
         'placeholder="10m, 2h, 1d"></label>'
         '<p class="explain">Times are UTC. Give one of the two.</p>'
     )
+
+
+def _csrf(context: template.Context) -> dict[str, str]:
+    """The CSRF field as ``{% csrf_token %}`` writes it: the page's own token, and none in
+    a live push (``dashboard.live.render`` renders without one: htmx then sends the
+    page's token in its X-CSRFToken header). Never a token made for a push's stand-in
+    request, which the browser's cookie would not match."""
+    token = context.get("csrf_token")
+    return {"csrfmiddlewaretoken": str(token)} if token else {}
 
 
 def _hidden(fields: dict[str, str]) -> SafeString:
@@ -143,7 +151,7 @@ def declared_buttons(
     if not buttons:
         return mark_safe("")
     request = context.get("request")
-    common = {"csrfmiddlewaretoken": get_token(request) if request is not None else ""}
+    common = _csrf(context)
     if place:
         common["place"] = place
     if request is not None:
@@ -228,7 +236,7 @@ def declared_row_dialogs(context: template.Context, on: str, group: str) -> Safe
     points its form at that row's URL."""
     request = context.get("request")
     fields = {
-        "csrfmiddlewaretoken": get_token(request) if request is not None else "",
+        **_csrf(context),
         "next": request.get_full_path() if request is not None else "",
     }
     if on == "pending":

@@ -40,7 +40,7 @@ from playwright.sync_api import expect
 
 from queue_core.control import Heartbeat, heartbeat_send, pause_set
 from queue_core.keys import stream_keys
-from queue_core.services import entry_dead_letter
+from queue_core.services import LATER_CONSUMER, entry_dead_letter
 from tests.browser.server import LiveServer, caught_up, screenshot, worker_failure
 from tests.waiting import wait_until
 
@@ -265,8 +265,8 @@ def _row_action(shop: Shop, entry_id: str, action: str) -> str:
     return f"/streams/{shop.stream}/groups/billing/entries/{entry_id}/{action}/"
 
 
-#: Rows of the first page far down it (the 45th to 48th of 50), where the issue acted.
-FAR = (44, 45, 46, 47)
+#: Rows of the first page far down it (the 45th to 49th of 50), where the issue acted.
+FAR = (44, 45, 46, 47, 48)
 
 
 def _far(shop: Shop, n: int) -> str:
@@ -323,6 +323,9 @@ def _entry_button(action: str, label: str, message: str, dialog: dict[str, str] 
         row = _pending(r, shop.stream, shop.pending[0])
         if action == "retry":
             assert row is not None and row["time_since_delivered"] >= 30_000
+        elif action == "retry-later":
+            assert row is not None and row["consumer"] == LATER_CONSUMER.encode()
+            assert r.zscore(stream_keys(shop.stream).later("billing"), shop.pending[0])
         elif action == "claim":
             assert row is not None and row["consumer"] == b"debugger"
         else:
@@ -349,6 +352,14 @@ def _retry_changed(r: redis.Redis, shop: Shop) -> None:
     row = _pending(r, shop.stream, _far(shop, 0))
     assert row is not None and row["time_since_delivered"] >= 30_000  # ACKBOARD_RETRY_IDLE_MS
     assert row["consumer"] == b"worker-a"
+
+
+def _retry_later_changed(r: redis.Redis, shop: Shop) -> None:
+    row = _pending(r, shop.stream, _far(shop, 4))
+    assert row is not None and row["consumer"] == LATER_CONSUMER.encode()
+    assert row["times_delivered"] == 1
+    due = r.zscore(stream_keys(shop.stream).later("billing"), _far(shop, 4))
+    assert due is not None and 0 < due - time.time() * 1000 <= 600_000
 
 
 def _claim_changed(r: redis.Redis, shop: Shop) -> None:
@@ -645,6 +656,20 @@ BUTTONS: tuple[Button, ...] = (
         audit="acknowledge",
         audit_ids=lambda shop: [_far(shop, 3)],
     ),
+    Button(
+        name="retry-later",
+        page=_group,
+        steps=(
+            Step(
+                row_button(_pending_far(4), "Retry later", {"or in": "10m"}),
+                lambda s: _row_action(s, _far(s, 4), "retry-later"),
+            ),
+        ),
+        result=lambda page, shop: toast(page, "will be retried in billing at"),
+        changed=_retry_later_changed,
+        audit="retry-later",
+        audit_ids=lambda shop: [_far(shop, 4)],
+    ),
     # --- the group page: the bulk bar ---
     _bulk("retry", "Retry…", "retried"),
     _bulk("dead-letter", "Dead-letter…", "dead-lettered"),
@@ -792,6 +817,7 @@ BUTTONS: tuple[Button, ...] = (
     ),
     # --- the entry page (of the oldest pending entry) ---
     _entry_button("retry", "Retry", "will be redelivered", None),
+    _entry_button("retry-later", "Retry later", "will be retried", {"or in": "2h"}),
     _entry_button("claim", "Claim", "claimed by debugger", {"To consumer": "debugger"}),
     _entry_button("dead-letter", "Dead-letter", "moved to the dead-letter stream", {}),
     _entry_button("acknowledge", "Acknowledge", "acknowledged", {"Reason": "duplicate"}),

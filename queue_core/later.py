@@ -75,7 +75,8 @@ SWEEP_EVERY_S = 2.0
 SWEEP_MAX_GROUPS = 1000
 
 
-def _member(stream: str, group: str) -> str:
+def index_member(stream: str, group: str) -> str:
+    """The sweepers' index member naming ``group`` of ``stream``."""
     return json.dumps([stream, group])
 
 
@@ -119,7 +120,7 @@ def entry_retry_later(
     )  # fmt: skip
     # Indexed first: a crash between the two leaves an index entry the sweep prunes,
     # never a parked entry no sweeper knows of.
-    client.sadd(LATER_INDEX_KEY, _member(stream, group))
+    client.sadd(LATER_INDEX_KEY, index_member(stream, group))
     result = call.run(client)
     if isinstance(result, Refusal):
         raise result.error()

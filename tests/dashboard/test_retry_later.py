@@ -5,6 +5,7 @@ at" in the pending table, and refuses hostile input with a clear 4xx."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from io import StringIO
 from typing import Any
@@ -22,7 +23,7 @@ from dashboard.models import AuditEvent, StreamScope
 from queue_core import clock
 from queue_core.keys import LATER_INDEX_KEY, stream_keys
 from queue_core.services import LATER_CONSUMER
-from tests.dashboard.action_helpers import entry_url, pending
+from tests.dashboard.action_helpers import bulk_url, entry_url, pending
 from tests.factories import make_pending, make_user
 from tests.html import attribute_text, table_rows
 
@@ -221,3 +222,63 @@ class RemoteTests:
         assert due_of(r, stream, entry_id) is not None
         audit = AuditEvent.objects.filter(action="retry-later", result="ok").get()
         assert audit.channel == "api"
+
+
+class BulkTests:
+    def test_dry_run_then_confirm_parks_the_selection_until_the_dry_runs_time(
+        self, r: redis.Redis, stream: str, django_user_model: type[User]
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        client = web(django_user_model, *PERMS)
+        url = bulk_url(stream, "retry-later")
+        scope = {"snapshot_id": ids[-1], "scope": "selected", "ids": ids[:2]}
+        dry = client.post(url, {**scope, "due_in": "1h"}, headers={"HX-Request": "true"})
+        assert dry.status_code == 200, dry.content[:300]
+        body = dry.content.decode()
+        assert "2 entries" in body and "parked until their due time" in body
+        assert all(due_of(r, stream, i) is None for i in ids)
+        due_at = re.search(r'name="due_at" value="([^"]+)"', body)
+        assert due_at is not None  # the confirmation carries the time the dry run showed
+        done = client.post(
+            url, {**scope, "due_at": due_at[1], "confirm": "1"}, headers={"HX-Request": "true"}
+        )
+        assert done.status_code == 200, done.content[:300]
+        dues = [due_of(r, stream, i) for i in ids]
+        assert dues[0] is not None and dues[0] == dues[1] and dues[2] is None
+        assert abs(dues[0] - (clock.now_ms() + 3_600_000)) < 10_000
+        for entry_id in ids[:2]:
+            row = pending(r, stream, entry_id)
+            assert row is not None and row["consumer"].decode() == LATER_CONSUMER
+        audit = AuditEvent.objects.filter(action="bulk-retry-later", result="ok").get()
+        assert sorted(audit.entry_ids) == sorted(ids[:2])
+
+    @pytest.mark.parametrize("fields", [{}, {"due_in": "x"}, {"due_at": "1999-01-01T00:00"}])
+    def test_bad_time_is_a_400_before_the_dry_run(
+        self, r: redis.Redis, stream: str, django_user_model: type[User], fields: dict[str, str]
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        response = web(django_user_model, *PERMS).post(
+            bulk_url(stream, "retry-later"),
+            {"snapshot_id": ids[-1], "scope": "selected", "ids": ids, "confirm": "1", **fields},
+            headers={"HX-Request": "true"},
+        )
+        assert response.status_code == 400
+        assert all(due_of(r, stream, i) is None for i in ids)
+
+    def test_needs_its_permission(
+        self, r: redis.Redis, stream: str, django_user_model: type[User]
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 2)
+        response = web(django_user_model, "view_queues", "retry_entry").post(
+            bulk_url(stream, "retry-later"),
+            {
+                "snapshot_id": ids[-1],
+                "scope": "selected",
+                "ids": ids,
+                "confirm": "1",
+                "due_in": "5m",
+            },
+            headers={"HX-Request": "true"},
+        )
+        assert response.status_code == 403
+        assert all(due_of(r, stream, i) is None for i in ids)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from queue_core import later
+from queue_core import bulk, later
 from queue_core.keys import LATER_INDEX_KEY, stream_keys
 from queue_core.services import (
     LATER_CONSUMER,
@@ -255,3 +255,20 @@ class WorkerSweepTests:
         after = row(r, stream, entry_id)
         assert after is not None and after["consumer"] == b"w"
         assert after["times_delivered"] == 2  # the worker's reclaim: one delivery, ours none
+
+
+class BulkRetryLaterTests:
+    def test_parks_the_selection_and_skips_newer_than_snapshot(
+        self, r: redis.Redis, stream: str, clock: FrozenClock, index: str
+    ) -> None:
+        ids = make_pending(r, stream, "g", "c1", 3)
+        due = clock.ms + 10_000
+        result = bulk.bulk_retry_later(
+            client=r, stream=stream, group="g", snapshot_id=ids[1], ids=ids, due_ms=due
+        )
+        assert sorted(result.done) == sorted(ids[:2])
+        assert due_times(r, stream) == {ids[0]: due, ids[1]: due}
+        assert r.sismember(LATER_INDEX_KEY, index)
+        with pytest.raises(ValueError):
+            bulk.bulk_retry_later(client=r, stream=stream, group="g", snapshot_id=ids[2],
+                                  ids=ids, due_ms=clock.ms)  # fmt: skip

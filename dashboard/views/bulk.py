@@ -300,7 +300,7 @@ BULK_ACTIONS: Mapping[str, BulkAction] = {
         BulkAction("retry", "retried", _retry, removes_rows=False),
         BulkAction(
             "retry-later",
-            "parked until their due time",
+            "retried later",
             _retry_later,
             removes_rows=False,
             due=True,

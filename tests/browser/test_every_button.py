@@ -278,14 +278,16 @@ def _select(page: Any, *entry_ids: str) -> None:
         _pending_row(page, entry_id).get_by_label(f"Select {entry_id}").check()
 
 
-def _bulk(action: str, label: str, verb: str, **fill: str) -> Button:
+def _bulk(
+    action: str, label: str, verb: str, fill_in: dict[str, str] | None = None, **fill: str
+) -> Button:
     """A bulk bar button on two selected rows far down the page: its dry run, then its
     confirmation (the answer is the card under the bar, and the toast)."""
 
     def press(page: Any, shop: Shop) -> None:
         _select(page, _far(shop, 0), _far(shop, 1))
         bar = page.locator("#bulk-form")
-        for name, value in fill.items():
+        for name, value in {**fill, **(fill_in or {})}.items():
             bar.get_by_label(name).fill(value)
         bar.get_by_role("button", name=label, exact=True).click()
 
@@ -297,6 +299,9 @@ def _bulk(action: str, label: str, verb: str, **fill: str) -> Button:
             row = _pending(r, shop.stream, entry_id)
             if action == "retry":
                 assert row is not None and row["time_since_delivered"] >= 30_000
+            elif action == "retry-later":
+                assert row is not None and row["consumer"] == LATER_CONSUMER.encode()
+                assert r.zscore(stream_keys(shop.stream).later("billing"), entry_id)
             else:
                 assert row is None
         assert r.xlen(shop.dlq) == (6 if action == "dead-letter" else 4)
@@ -672,6 +677,7 @@ BUTTONS: tuple[Button, ...] = (
     ),
     # --- the group page: the bulk bar ---
     _bulk("retry", "Retry…", "retried"),
+    _bulk("retry-later", "Retry later…", "retried later", {"Retry later in": "30m"}),
     _bulk("dead-letter", "Dead-letter…", "dead-lettered"),
     _bulk("acknowledge", "Acknowledge…", "acknowledged", Reason="duplicates"),
     # --- the group page: fleet control ---

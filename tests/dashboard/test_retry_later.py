@@ -57,7 +57,7 @@ def post(client: Client, stream: str, entry_id: str, **fields: str) -> Any:
     )
 
 
-class WebTests:
+class RetryLaterWebTests:
     def test_parks_entry_audits_due_time_and_shows_due_at(
         self, r: redis.Redis, stream: str, django_user_model: type[User]
     ) -> None:
@@ -176,7 +176,7 @@ class WebTests:
         assert due_of(r, stream, moved) is None
 
 
-class RemoteTests:
+class RetryLaterRemoteTests:
     def test_cli_at_and_in(
         self, r: redis.Redis, stream: str, django_user_model: type[User]
     ) -> None:
@@ -224,7 +224,7 @@ class RemoteTests:
         assert audit.channel == "api"
 
 
-class BulkTests:
+class RetryLaterBulkTests:
     def test_dry_run_then_confirm_parks_the_selection_until_the_dry_runs_time(
         self, r: redis.Redis, stream: str, django_user_model: type[User]
     ) -> None:
@@ -235,7 +235,7 @@ class BulkTests:
         dry = client.post(url, {**scope, "due_in": "1h"}, headers={"HX-Request": "true"})
         assert dry.status_code == 200, dry.content[:300]
         body = dry.content.decode()
-        assert "2 entries" in body and "parked until their due time" in body
+        assert "2 entries" in body and "would be retried later" in body
         assert all(due_of(r, stream, i) is None for i in ids)
         due_at = re.search(r'name="due_at" value="([^"]+)"', body)
         assert due_at is not None  # the confirmation carries the time the dry run showed

@@ -385,7 +385,12 @@ def bulk_retry(
             min_idle_ms=min_idle,
         )
 
-    return _bulk_apply(client, "retry", checked, call)
+    result = _bulk_apply(client, "retry", checked, call)
+    # Retry later's parked entries among them: forget their due times (``later_forget``).
+    parked = [i.entry_id for i in result.items if i.outcome is BulkOutcome.DONE]
+    if parked:
+        later.later_forget(client=client, stream=stream, group=group, ids=parked)
+    return result
 
 
 def bulk_retry_later(

@@ -15,8 +15,10 @@ The release step runs in every reclaim sweep of ``queue_core``'s own worker (bef
 XAUTOCLAIM: ``worker.loop``), and in ``manage.py run_jobs`` for every group that has due
 times (``later_sweeper``; the groups come from ``LATER_INDEX_KEY``, never a SCAN). If
 nothing runs it, a parked entry becomes reclaimable at the workers' min-idle, that is
-early: never lost, never acked. Retry, Claim, Dead-letter and Acknowledge drop an entry's
-due time in their own scripts, so it is not parked again.
+early: never lost, never acked. Dead-letter drops an entry's due time in its own script,
+Retry with ``later_forget`` right after its script (so it is not parked again); a
+claimed or acknowledged entry is dropped by the next release step (no longer the
+parking consumer's).
 
 Never imports Django, never decides permissions or audits (the dashboard does). Cost: a
 park is one SADD and one script (O(log n)); a release run is O(window · log n) in Redis,
@@ -39,7 +41,7 @@ from queue_core.events import event_publish
 from queue_core.keys import LATER_INDEX_KEY, stream_keys
 from queue_core.scripts.binding import Refusal
 from queue_core.scripts.retry_later import LATER_RELEASE, RETRY_LATER, LaterWindow, RetriedLater
-from queue_core.services import LATER_CONSUMER
+from queue_core.services import LATER_CONSUMER, later_forget
 from queue_core.validation import entry_id_check, name_check
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "RetriedLater",
     "entry_retry_later",
     "later_due",
+    "later_forget",
     "later_release",
     "later_sweep",
     "later_sweeper",

@@ -1,8 +1,6 @@
 -- Acknowledge (discard) one pending entry, reporting the state it was in before.
 --
 -- KEYS[1] - the stream
--- KEYS[2] - the group's Retry later due times (same slot; absent for a
---           name that cannot have one); the entry's is dropped
 -- ARGV[1] - consumer group
 -- ARGV[2] - entry id
 -- ARGV[3] - the consumer that must own the entry ('' for any owner)
@@ -24,5 +22,4 @@ if ARGV[4] ~= '' and idle < tonumber(ARGV[4]) then
   return {false, 'idle-changed', idle}
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[2]) end
 return {1, owner, pending[1][4], idle}

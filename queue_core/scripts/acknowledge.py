@@ -7,15 +7,7 @@ from functools import partial
 from typing import Any
 
 from queue_core.results import Acknowledged
-from queue_core.scripts.binding import (
-    LuaScript,
-    Refusal,
-    ScriptCall,
-    entry_refusal,
-    guard,
-    text,
-    with_due_times,
-)
+from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, guard, text
 
 
 class AcknowledgeScript(LuaScript[Acknowledged | Refusal]):
@@ -31,7 +23,7 @@ class AcknowledgeScript(LuaScript[Acknowledged | Refusal]):
         """Acknowledge the entry. Guards: owned by ``expected_consumer`` and idle at least
         ``min_idle_ms`` (when given). Refusals: not-pending, owner-changed, idle-changed."""
         return self.bind(
-            keys=with_due_times(stream, group),
+            keys=[stream],
             args=[group, entry_id, expected_consumer, guard(min_idle_ms)],
             parse=partial(_parse, entry_id=entry_id),
             stream=stream,

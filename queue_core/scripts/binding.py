@@ -26,7 +26,6 @@ from redis.exceptions import NoScriptError
 
 from queue_core.connection import Client
 from queue_core.errors import action_refusal
-from queue_core.keys import CrossSlotName, stream_keys
 from queue_core.types import ActionRefused, TooManyFields
 
 R = TypeVar("R")
@@ -205,17 +204,6 @@ def entry_refusal(reply: Sequence[Any], entry_id: str) -> Refusal:
     else:
         message = f"entry {entry_id}: {kind}"
     return Refusal(kind, message)
-
-
-def with_due_times(stream: str, group: str) -> list[str]:
-    """The keys of a script that acts on one pending entry: the stream, then the group's
-    Retry later due times (``keys.StreamKeys.later``), whose entry the script drops so a
-    parked entry the operator acted on is not parked again. A stream that cannot have
-    companions (``CrossSlotName``) can have no due times: the stream alone."""
-    try:
-        return [stream, stream_keys(stream).later(group)]
-    except CrossSlotName:
-        return [stream]
 
 
 def guard(min_idle_ms: int | None) -> str:

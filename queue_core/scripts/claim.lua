@@ -4,8 +4,6 @@
 -- looked".
 --
 -- KEYS[1] - the stream
--- KEYS[2] - the group's Retry later due times (same slot; absent for a
---           name that cannot have one); the entry's is dropped
 -- ARGV[1] - consumer group
 -- ARGV[2] - entry id
 -- ARGV[3] - the consumer to hand the entry to
@@ -41,5 +39,4 @@ if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then
 end
 -- Not JUSTID: handing the entry to a consumer is a delivery, and the count says so.
 redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2])
-if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[2]) end
 return {1, owner, deliveries + 1, idle}

@@ -7,14 +7,7 @@ from functools import partial
 from typing import Any
 
 from queue_core.results import Claimed
-from queue_core.scripts.binding import (
-    LuaScript,
-    Refusal,
-    ScriptCall,
-    entry_refusal,
-    text,
-    with_due_times,
-)
+from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, text
 
 
 class ClaimScript(LuaScript[Claimed | Refusal]):
@@ -35,7 +28,7 @@ class ClaimScript(LuaScript[Claimed | Refusal]):
         owner-changed, payload-missing; each means "changed since you looked"."""
         seen = "" if seen_deliveries is None else str(seen_deliveries)
         return self.bind(
-            keys=with_due_times(stream, group),
+            keys=[stream],
             args=[group, entry_id, consumer, seen_idle_ms, seen, seen_consumer or ""],
             parse=partial(_parse, entry_id=entry_id, consumer=consumer),
             stream=stream,

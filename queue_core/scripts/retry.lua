@@ -4,9 +4,6 @@
 -- the stream, so other consumer groups never see the entry twice.
 --
 -- KEYS[1] - the stream
--- KEYS[2] - the group's Retry later due times (same slot; absent for a
---           name that cannot have one); the entry's is dropped, so a
---           parked entry is not parked again
 -- ARGV[1] - consumer group
 -- ARGV[2] - entry id
 -- ARGV[3] - idle time to set, in ms (the larger of this and the current idle wins)
@@ -36,5 +33,4 @@ if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then
 end
 local target = math.max(idle, tonumber(ARGV[3]))
 redis.call('XCLAIM', KEYS[1], ARGV[1], owner, 0, ARGV[2], 'IDLE', target, 'JUSTID')
-if KEYS[2] then redis.call('ZREM', KEYS[2], ARGV[2]) end
 return {1, owner, deliveries, idle, target}

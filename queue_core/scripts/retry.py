@@ -7,15 +7,7 @@ from functools import partial
 from typing import Any
 
 from queue_core.results import Retried
-from queue_core.scripts.binding import (
-    LuaScript,
-    Refusal,
-    ScriptCall,
-    entry_refusal,
-    guard,
-    text,
-    with_due_times,
-)
+from queue_core.scripts.binding import LuaScript, Refusal, ScriptCall, entry_refusal, guard, text
 
 
 class RetryScript(LuaScript[Retried | Refusal]):
@@ -35,7 +27,7 @@ class RetryScript(LuaScript[Retried | Refusal]):
         given). Refusals: not-pending, payload-missing, owner-changed, idle-changed.
         """
         return self.bind(
-            keys=with_due_times(stream, group),
+            keys=[stream],
             args=[group, entry_id, idle_ms, expected_consumer, guard(min_idle_ms)],
             parse=partial(_parse, entry_id=entry_id),
             stream=stream,

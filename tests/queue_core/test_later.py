@@ -211,6 +211,9 @@ class LaterReleaseTests:
 
 
 class OtherActionsDropDueTimeTests:
+    """Dead-letter and Retry drop the due time at once, Claim and Acknowledge at the next
+    release step; none is parked again."""
+
     @pytest.mark.parametrize("action", ["retry", "claim", "dead-letter", "acknowledge"])
     def test_action_on_parked_entry_drops_its_due_time(
         self, r: redis.Redis, stream: str, clock: FrozenClock, index: str, action: str
@@ -228,9 +231,14 @@ class OtherActionsDropDueTimeTests:
             entry_dead_letter(**common, reason="x", operator="op")
         else:
             entry_acknowledge(**common, reason="x")
+        if action in ("retry", "dead-letter"):  # at once; the others at the next release
+            assert due_times(r, stream) == {}
+        later.later_release(client=r, stream=stream, group="g")
         assert due_times(r, stream) == {}
+        after = row(r, stream, entry_id)
+        if action == "claim":
+            assert after is not None and after["consumer"] == b"op"  # not parked again
         if action == "retry":  # not parked again: still due for the next sweep
-            later.later_release(client=r, stream=stream, group="g")
             retried = row(r, stream, entry_id)
             assert retried is not None and retried["time_since_delivered"] >= 30_000
 

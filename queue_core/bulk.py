@@ -21,9 +21,11 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 import redis
 
+from queue_core import clock, later
 from queue_core.connection import Client
 from queue_core.errors import action_refusal, not_a_group
 from queue_core.events import event_publish
+from queue_core.keys import LATER_INDEX_KEY
 from queue_core.results import (
     Acknowledged,
     BulkItem,
@@ -34,6 +36,7 @@ from queue_core.results import (
     Retried,
 )
 from queue_core.scripts import ACKNOWLEDGE, DEAD_LETTER, RETRY, Refusal, ScriptCall, calls_pipelined
+from queue_core.scripts.retry_later import RETRY_LATER, RetriedLater
 from queue_core.services import RETRY_IDLE_MS
 from queue_core.validation import (
     entry_id_after,
@@ -382,7 +385,42 @@ def bulk_retry(
             min_idle_ms=min_idle,
         )
 
-    return _bulk_apply(client, "retry", checked, call)
+    result = _bulk_apply(client, "retry", checked, call)
+    # Retry later's parked entries among them: forget their due times (``later_forget``).
+    parked = [i.entry_id for i in result.items if i.outcome is BulkOutcome.DONE]
+    if parked:
+        later.later_forget(client=client, stream=stream, group=group, ids=parked)
+    return result
+
+
+def bulk_retry_later(
+    *,
+    client: Client,
+    stream: str,
+    group: str,
+    snapshot_id: str,
+    due_ms: int,
+    **scope: Unpack[ApplyArgs],
+) -> BulkResult:
+    """``later.entry_retry_later`` for each id in scope: parked until ``due_ms``.
+
+    One SADD (the sweepers' index), then one pipelined round trip per ``chunk_size`` ids;
+    O(log n) in Redis per id. The script re-checks the owner of a consumer filter, not an
+    idle filter (a parked entry is idle 0 after). Raises ValueError for a due time in the
+    past or too far ahead, CrossSlotName for names without companions.
+    """
+    later.due_check(due_ms, now_ms=clock.now_ms())
+    checked = _scope(stream=stream, group=group, snapshot_id=snapshot_id, **scope)
+    owner = checked.consumer or ""
+    client.sadd(LATER_INDEX_KEY, later.index_member(stream, group))
+
+    def call(entry_id: str) -> ScriptCall[RetriedLater | Refusal]:
+        return RETRY_LATER.call(
+            stream=stream, group=group, entry_id=entry_id, parking=later.LATER_CONSUMER,
+            due_ms=due_ms, max_parked=later.MAX_PARKED, expected_consumer=owner,
+        )  # fmt: skip
+
+    return _bulk_apply(client, "retry_later", checked, call)
 
 
 def bulk_dead_letter(

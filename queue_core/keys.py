@@ -30,6 +30,11 @@ TAGGED_MARKER = ":ackboard"
 #: ``{orders}:pause:<group>`` and ``{orders}:workers:<group>``, in the stream's slot.
 PAUSE_INFIX = ":pause:"
 WORKERS_INFIX = ":workers:"
+#: Retry later's due times, per group: ``{orders}:later:<group>``, in the stream's slot;
+#: and the set of (stream, group) pairs that may have any, which the sweepers read (not a
+#: companion: it names groups of any slot).
+LATER_INFIX = ":later:"
+LATER_INDEX_KEY = "ackboard:later"
 #: Edit & replay's records, beside the DLQ: ``{orders}:dlq-edits``; and the set of streams
 #: that have any, which the sweep reads (not a companion: it names streams, any slot).
 DLQ_EDITS_SUFFIX = ":dlq-edits"
@@ -138,6 +143,12 @@ class StreamKeys:
         worker's last heartbeat as JSON. Its TTL is renewed by each heartbeat, so a group
         whose workers are all gone loses it by itself. In the stream's slot."""
         return self._base + WORKERS_INFIX + group
+
+    def later(self, group: str) -> str:
+        """Retry later's due times of ``group``: a sorted set, entry id -> the epoch ms it
+        is due at (``queue_core.later``). In the stream's slot, so one script parks an
+        entry and records its due time atomically."""
+        return self._base + LATER_INFIX + group
 
     @property
     def dlq_edits(self) -> str:

@@ -14,8 +14,11 @@ worker moves its own dead letters with the same script (``worker.settle``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from queue_core.connection import Client
 from queue_core.events import event_publish
+from queue_core.keys import stream_keys
 from queue_core.results import (
     Acknowledged,
     Claimed,
@@ -50,9 +53,11 @@ RETRY_IDLE_MS = 30_000
 OPERATOR_CONSUMER = "ackboard-operator"
 #: Where ``admin.consumer_retire`` parks the entries it makes due for reclaim.
 PARKING_CONSUMER = "ackboard-retired"
+#: Where Retry later parks an entry until it is due (``queue_core.later``).
+LATER_CONSUMER = "ackboard-later"
 #: Consumer names Ackboard itself uses that no worker reads as. An XCLAIM refreshes their
 #: idle, so they would look live: no liveness rule (fleet control, resets) counts them.
-OWN_CONSUMERS = (OPERATOR_CONSUMER, PARKING_CONSUMER)
+OWN_CONSUMERS = (OPERATOR_CONSUMER, PARKING_CONSUMER, LATER_CONSUMER)
 
 
 def _publish(client: Client, *, action: str, stream: str, group: str, ids: list[str]) -> None:
@@ -60,6 +65,21 @@ def _publish(client: Client, *, action: str, stream: str, group: str, ids: list[
 
 
 # --- pending entries ------------------------------------------------------------------
+
+
+def later_forget(*, client: Client, stream: str, group: str, ids: Sequence[str]) -> None:
+    """Drop the due times of ``ids`` (a Retry of parked entries: else the release step
+    would park them again). One ZREM, none for no ids. A separate command, not part of
+    the Retry script, so that script keeps one key and is followed through a slot
+    migration; if the ZREM is lost, or a release step runs between the two, the entry is
+    parked again and reclaimed at its due time or the workers' min-idle, never lost."""
+    if not ids:
+        return
+    try:
+        key = stream_keys(stream).later(group)
+    except ValueError:
+        return
+    client.zrem(key, *ids)
 
 
 def entry_retry(
@@ -91,6 +111,9 @@ def entry_retry(
     result = call.run(client)
     if isinstance(result, Refusal):
         raise result.error()
+    if result.consumer == LATER_CONSUMER:
+        # Parked by Retry later: forget its due time, or the release step parks it again.
+        later_forget(client=client, stream=stream, group=group, ids=[entry_id])
     _publish(client, action="retry", stream=stream, group=group, ids=[entry_id])
     return result
 

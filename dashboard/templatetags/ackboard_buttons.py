@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from django import template
-from django.middleware.csrf import get_token
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -63,6 +62,27 @@ def _reason(button: Button) -> SafeString:
     )
 
 
+def _due(button: Button) -> SafeString:
+    """Retry later's due-time fields: a UTC date and time, or a duration from now."""
+    if not button.due:
+        return mark_safe("")
+    return mark_safe(
+        '<label>Due at (UTC) <input type="datetime-local" name="due_at" step="1"></label> '
+        '<label>or in <input type="text" name="due_in" maxlength="20" size="8" '
+        'placeholder="10m, 2h, 1d"></label>'
+        '<p class="explain">Times are UTC. Give one of the two.</p>'
+    )
+
+
+def _csrf(context: template.Context) -> dict[str, str]:
+    """The CSRF field as ``{% csrf_token %}`` writes it: the page's own token, and none in
+    a live push (``dashboard.live.render`` renders without one: htmx then sends the
+    page's token in its X-CSRFToken header). Never a token made for a push's stand-in
+    request, which the browser's cookie would not match."""
+    token = context.get("csrf_token")
+    return {"csrfmiddlewaretoken": str(token)} if token else {}
+
+
 def _hidden(fields: dict[str, str]) -> SafeString:
     return format_html_join(
         "", '<input type="hidden" name="{}" value="{}">', ((k, v) for k, v in fields.items())
@@ -95,10 +115,11 @@ def _button_html(
         )
     body = format_html(
         '{fields}<input type="checkbox" name="ids" class="live-hold" hidden disabled>'
-        '{question}<p class="explain">{explain}</p>{reason}',
+        '{question}<p class="explain">{explain}</p>{due}{reason}',
         fields=fields,
         question=question,
         explain=explain,
+        due=_due(button),
         reason=_reason(button),
     )
     opener = format_html(_OPENER, opener=css(button, small=small), label=button.label)
@@ -131,7 +152,7 @@ def declared_buttons(
     if not buttons:
         return mark_safe("")
     request = context.get("request")
-    common = {"csrfmiddlewaretoken": get_token(request) if request is not None else ""}
+    common = _csrf(context)
     if place:
         common["place"] = place
     if request is not None:
@@ -220,7 +241,7 @@ def declared_row_dialogs(context: template.Context, on: str, group: str) -> Safe
     points its form at that row's URL."""
     request = context.get("request")
     fields = {
-        "csrfmiddlewaretoken": get_token(request) if request is not None else "",
+        **_csrf(context),
         "next": request.get_full_path() if request is not None else "",
     }
     if on == "pending":
@@ -242,13 +263,14 @@ def declared_row_dialogs(context: template.Context, on: str, group: str) -> Safe
         body = format_html(
             '{fields}<input type="checkbox" name="ids" class="live-hold" hidden disabled>'
             '<p>{label} {noun} <code data-fill="{fill}"></code> of <code>{group}</code>.</p>'
-            '<p class="explain">{explain}</p>{reason}',
+            '<p class="explain">{explain}</p>{due}{reason}',
             fields=_hidden(fields),
             label=button.label,
             noun=noun,
             fill=fill,
             group=group,
             explain=action_explain(row.name, group=group),
+            due=_due(button),
             reason=_reason(button),
         )
         submit = "btn danger" if button.style == "danger" else "btn primary"

@@ -64,7 +64,9 @@ class Button:
 
     ``ask``: a confirm dialog first, saying the row's explanation (a consumer's button
     always asks: its row has no form of its own). ``reason``: a Reason field in that
-    dialog, "optional" or "required" (it implies ``ask``).
+    dialog, "optional" or "required" (it implies ``ask``). ``due``: a due-time field pair
+    in that dialog, "Due at (UTC)" or "in" a duration, posted as ``due_at``/``due_in``
+    (Retry later's; it implies ``ask``).
     """
 
     label: str
@@ -72,6 +74,7 @@ class Button:
     style: str = ""
     ask: bool = False
     reason: str = ""
+    due: bool = False
 
     def __post_init__(self) -> None:
         if self.style not in BUTTON_STYLES:
@@ -81,7 +84,7 @@ class Button:
 
     def asks(self, on: str) -> bool:
         """Whether it opens a dialog before it posts, on a row of kind ``on``."""
-        return self.ask or bool(self.reason) or on == "consumer"
+        return self.ask or bool(self.reason) or self.due or on == "consumer"
 
 
 @dataclass(frozen=True)

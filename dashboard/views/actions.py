@@ -1,7 +1,7 @@
 """Operator actions: the action table and its views.
 
 Owns ``ACTIONS``, one row per action on one pending entry (Retry, Claim, Dead-letter,
-Acknowledge), on one dead-lettered entry (Replay, Delete), on a whole dead-letter
+Acknowledge, Retry later), on one dead-lettered entry (Replay, Delete), on a whole dead-letter
 stream (Purge), on a consumer group (Pause, Resume, Retire idle consumers, Delete group,
 Reset position), on one consumer (Retire), on a stream (Create group, Trim, Produce)
 or on one entry of a stream in no group (Duplicate). A row
@@ -11,9 +11,10 @@ the form that parses its POST, the one service call that does it with the messag
 answers, its permission (``dashboard.access.permissions`` derives its map from the rows),
 its explanation (``{% action_explain %}``) and its subcommand (``Action.cli``). The rows
 live in ``dashboard.views.entry_actions`` (entries and dead letters),
-``dashboard.views.fleet_actions`` (the fleet), ``dashboard.views.admin_actions``
-(group administration) and ``dashboard.views.produce`` (Produce, Duplicate): their
-``ROWS``, merged here. The views look the row up and read
+``dashboard.views.later_actions`` (Retry later), ``dashboard.views.fleet_actions`` (the
+fleet), ``dashboard.views.admin_actions`` (group administration) and
+``dashboard.views.produce`` (Produce, Duplicate): their ``ROWS``, merged here. The views
+look the row up and read
 the state before (``_prepare``, one branch per kind); ``dashboard.views.action_runner``
 does the rest (permission, form, call, audit, answer), for bulk (``dashboard.views.bulk``)
 too. ``action_run`` is the same path without an HTML request: ``manage.py ackboard`` and
@@ -49,7 +50,7 @@ from dashboard.access.scopes import may
 from dashboard.display.converters import name_problem
 from dashboard.insight.failure_index import last_failures
 from dashboard.runtime.connection import get_redis
-from dashboard.views import admin_actions, entry_actions, fleet_actions, produce
+from dashboard.views import admin_actions, entry_actions, fleet_actions, later_actions, produce
 from dashboard.views.action_runner import (
     ActionRequest,
     ActionResult,
@@ -67,16 +68,16 @@ from dashboard.views.action_runner import (
 )
 from dashboard.views.action_table import TARGET_KINDS, Action, Call, target_request
 from dashboard.views.forms import MAX_CONSUMER_LENGTH, ActionForm, PurgeForm, Target
-from dashboard.views.group_page import PendingFilters, pending_rows_view
+from dashboard.views.group_page import PendingFilters, later_due_of, pending_rows_view
 from dashboard.views.htmx import HtmxHttpRequest
 from queue_core import selectors
 from queue_core.types import PendingEntry, PendingPage, PendingRow
 
 #: The modules whose ``ROWS`` make the table, in its order: pending entries and dead
-#: letters (Retry, Claim, Dead-letter, Acknowledge, Replay, Delete, Purge), fleet control
-#: (Pause, Resume, Retire, Retire idle consumers), group administration (Create/Delete
-#: group, Reset position, Trim), then Produce and Duplicate.
-ROW_MODULES = (entry_actions, fleet_actions, admin_actions, produce)
+#: letters (Retry, Claim, Dead-letter, Acknowledge, Replay, Delete, Purge), Retry later,
+#: fleet control (Pause, Resume, Retire, Retire idle consumers), group administration
+#: (Create/Delete group, Reset position, Trim), then Produce and Duplicate.
+ROW_MODULES = (entry_actions, later_actions, fleet_actions, admin_actions, produce)
 _table: dict[str, Action] = {}
 #: Every action by name. Everything derived from the rows reads it when it needs it
 #: (never a copy made at import), so a row is in effect wherever its table is.
@@ -408,7 +409,12 @@ def _row_html(request: HttpRequest, req: ActionRequest, row: PendingRow) -> tupl
         "stream": req.stream,
         "group": req.group,
         # The group page's own row view: a swapped row and a reloaded page never differ.
-        "rows": pending_rows_view((row,), failures, stream=req.stream),
+        "rows": pending_rows_view(
+            (row,),
+            failures,
+            stream=req.stream,
+            due=later_due_of(get_redis(), req.stream, req.group, (row,)),
+        ),  # fmt: skip
         "page": page,
         "filters": PendingFilters(consumer="", min_idle_s=0, start=""),
         "snapshot_id": "",

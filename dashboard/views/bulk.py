@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -65,9 +66,10 @@ from dashboard.views.forms import (
     StreamIdField,
     StreamIdListField,
     WholeNumberField,
+    due_parse,
 )
 from dashboard.views.htmx import HtmxHttpRequest
-from queue_core import bulk, selectors
+from queue_core import bulk, clock, selectors
 from queue_core.connection import Client
 from queue_core.fingerprint import FINGERPRINT_LENGTH
 from queue_core.results import BulkResult, BulkScope
@@ -100,6 +102,16 @@ class BulkStep:
     skipped_before: int
     #: Filter: only entries whose last failure has this cause (a failure fingerprint).
     fingerprint: str | None = None
+    #: Retry later's due time (epoch ms), when the action needs one.
+    due_ms: int | None = None
+
+    @property
+    def due_at(self) -> str:
+        """The due time as the next step posts it (ISO 8601, UTC, to the millisecond):
+        the confirmation and each "Continue" park until the time the dry run showed."""
+        if self.due_ms is None:
+            return ""
+        return datetime.fromtimestamp(self.due_ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 class BulkForm(ActionForm):
@@ -121,11 +133,16 @@ class BulkForm(ActionForm):
     confirm = PostedText(strip=False)
     done_before = WholeNumberField("done_before")
     skipped_before = WholeNumberField("skipped_before")
+    due_at = PostedText()
+    due_in = PostedText()
 
-    def __init__(self, *args: Any, cap: int, reason_missing: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, cap: int, reason_missing: str = "", due: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.cap = cap
         self.reason_missing = reason_missing
+        self.due = due
 
     @property
     def selected(self) -> bool:
@@ -177,6 +194,8 @@ class BulkForm(ActionForm):
         data = super().clean() or {}
         if self.reason_missing and not data.get("reason"):
             raise ValidationError(self.reason_missing)
+        if self.due and "due_at" in data and "due_in" in data:
+            data["due_ms"] = due_parse(data["due_at"], data["due_in"], now_ms=clock.now_ms())
         return data
 
     def step(self) -> BulkStep:
@@ -192,6 +211,7 @@ class BulkForm(ActionForm):
             done_before=data["done_before"] or 0,
             skipped_before=data["skipped_before"] or 0,
             fingerprint=None if selected else data["fingerprint"] or None,
+            due_ms=data.get("due_ms"),
         )
 
 
@@ -248,6 +268,8 @@ class BulkAction:
     removes_rows: bool = True
     #: The refusal for a blank reason, when the action needs one.
     reason_missing: str = ""
+    #: It needs a due time (``due_at`` or ``due_in``): Retry later.
+    due: bool = False
 
     @property
     def permission(self) -> str:
@@ -256,6 +278,11 @@ class BulkAction:
 
 def _retry(call: BulkCall) -> BulkResult:
     return bulk.bulk_retry(idle_ms=settings.ACKBOARD_RETRY_IDLE_MS, **call.scope())
+
+
+def _retry_later(call: BulkCall) -> BulkResult:
+    assert call.step.due_ms is not None  # the form's clean() set it, or refused
+    return bulk.bulk_retry_later(due_ms=call.step.due_ms, **call.scope())
 
 
 def _dead_letter(call: BulkCall) -> BulkResult:
@@ -271,6 +298,13 @@ BULK_ACTIONS: Mapping[str, BulkAction] = {
     row.name: row
     for row in (
         BulkAction("retry", "retried", _retry, removes_rows=False),
+        BulkAction(
+            "retry-later",
+            "retried later",
+            _retry_later,
+            removes_rows=False,
+            due=True,
+        ),
         BulkAction("dead-letter", "dead-lettered", _dead_letter),
         BulkAction(
             "acknowledge",
@@ -312,7 +346,7 @@ def _prepare(
 ) -> tuple[BulkForm, ActionRequest]:
     """The bulk form over ``data`` (a QueryDict, or a dict whose ``ids`` is a list) and
     the audit fields."""
-    form = BulkForm(data, cap=bulk_cap(), reason_missing=row.reason_missing)
+    form = BulkForm(data, cap=bulk_cap(), reason_missing=row.reason_missing, due=row.due)
     ids = StreamIdListField().to_python(form["ids"].data)  # for the audit row
     req = action_request(
         request,

@@ -1,6 +1,6 @@
 """What each operator action accepts: one Django form per action's POST.
 
-Owns the parsing of the action forms (Retry, Claim, Dead-letter, Acknowledge, Replay,
+Owns the parsing of the action forms (Retry, Retry later, Claim, Dead-letter, Acknowledge, Replay,
 Delete, Purge; Pause, Resume, Retire, Retire idle consumers; bulk's form is
 ``dashboard.views.bulk.BulkForm``, built from the fields here), ``TargetForm``, the base
 of a form that acts on a group, a consumer or a stream and is told which (``Target``),
@@ -28,6 +28,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from queue_core import clock, later
 from queue_core.validation import entry_id_check, reason_check
 
 #: A count or a time in ms as the pages print it: digits only, at most 15 of them.
@@ -183,6 +184,56 @@ class AcknowledgeForm(ActionForm):
                 "Acknowledge needs a reason: say why this entry may be discarded."
             )
         return reason
+
+
+#: A Retry later duration: a number and a unit (s, m, h, d; minutes when none).
+_DURATION = re.compile(r"\A(\d{1,9})\s*([smhd]?)\Z")
+_UNIT_MS = {"s": 1000, "m": 60_000, "": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def due_parse(due_at: str, due_in: str, *, now_ms: int) -> int:
+    """The due time (epoch ms) of Retry later from exactly one of ``due_at`` (an ISO 8601
+    date and time; UTC unless it names an offset) and ``due_in`` (``10m``, ``90s``,
+    ``2h``, ``1d``; a bare number is minutes). ValidationError with the reason, for none,
+    both, a malformed one, a time not in the future or too far ahead."""
+    if bool(due_at) == bool(due_in):
+        raise ValidationError("Give a due time: either a date and time (UTC) or 'in' a duration.")
+    if due_in:
+        match = _DURATION.match(due_in.lower())
+        if match is None:
+            raise ValidationError("'in' must be a number and a unit: 90s, 10m, 2h or 1d.")
+        due_ms = now_ms + int(match[1]) * _UNIT_MS[match[2]]
+    else:
+        try:
+            if len(due_at) > 40:
+                raise ValueError(due_at)
+            when = datetime.fromisoformat(due_at)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            due_ms = int(when.timestamp() * 1000)
+        except (ValueError, OverflowError):
+            raise ValidationError(
+                "The due time must be a date and time such as 2026-03-14T15:30 (UTC)."
+            ) from None
+    try:
+        return later.due_check(due_ms, now_ms=now_ms)
+    except ValueError as exc:
+        raise ValidationError(f"{str(exc)[0].upper()}{str(exc)[1:]}.") from None
+
+
+class RetryLaterForm(ActionForm):
+    """Retry later: when (``due_at`` or ``due_in``, as ``due_ms``), and the owner the
+    operator saw, which must still own the entry."""
+
+    seen_consumer = PostedText()
+    due_at = PostedText()
+    due_in = PostedText()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "due_at" in data and "due_in" in data:
+            data["due_ms"] = due_parse(data["due_at"], data["due_in"], now_ms=clock.now_ms())
+        return data
 
 
 class PurgeForm(ActionForm):

@@ -12,6 +12,7 @@ This module never writes to Redis.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from dashboard.insight.fleet import fleet_context, fleet_queue
 from dashboard.insight.health import Verdict
 from dashboard.views import charts, payloads
 from dashboard.views.page_input import check_visible
-from queue_core import clock, selectors
+from queue_core import clock, later, selectors
 from queue_core import health as queue_health
 from queue_core.connection import Client
 from queue_core.health import GroupHealth
@@ -51,6 +52,8 @@ class PendingRowView:
     payload_missing: bool
     last_failure: str
     delivered_ms: int = 0
+    #: When Retry later makes it due (epoch ms), while it is parked; else None.
+    due_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +107,13 @@ def pending_rows_view(
     *,
     now_ms: int | None = None,
     stream: str | None = None,
+    due: Mapping[str, int] | None = None,
 ) -> list[PendingRowView]:
     """``now_ms``: when ``rows`` were read (their idle times are relative to it);
-    ``stream``: whose decoders the previews use."""
+    ``stream``: whose decoders the previews use; ``due``: the parked rows' due times
+    (``later_due_of``)."""
     now = clock.now_ms() if now_ms is None else now_ms
+    due = due or {}
     return [
         PendingRowView(
             id=r.id,
@@ -118,18 +124,32 @@ def pending_rows_view(
             payload_missing=r.entry is None,
             last_failure=failures.get(r.id, ""),
             delivered_ms=since_ms(r.idle_ms, now),
+            due_ms=due.get(r.id) if r.consumer == later.LATER_CONSUMER else None,
         )
         for r in rows
     ]
 
 
+def later_due_of(
+    client: Client, stream: str, group: str, rows: Sequence[PendingRow]
+) -> dict[str, int]:
+    """The due times of the rows parked by Retry later (owned by its parking consumer):
+    one ZMSCORE, none when no row is parked."""
+    parked = [r.id for r in rows if r.consumer == later.LATER_CONSUMER]
+    return later.later_due(client=client, stream=stream, group=group, ids=parked)
+
+
 def _pending_context(
-    page: PendingPage, failures: dict[str, str], filters: PendingFilters, stream: str
+    page: PendingPage,
+    failures: dict[str, str],
+    filters: PendingFilters,
+    stream: str,
+    due: Mapping[str, int],
 ) -> dict[str, Any]:
-    """The pending table: its rows with their last failures, the filters and the pager's
-    links."""
+    """The pending table: its rows with their last failures and due times, the filters
+    and the pager's links."""
     return {
-        "rows": pending_rows_view(page.rows, failures, stream=stream),
+        "rows": pending_rows_view(page.rows, failures, stream=stream, due=due),
         "page": page,
         "filters": filters,
         "next_query": filters.query(page.next_start) if page.next_start else "",
@@ -186,7 +206,9 @@ def group_context(
         # The badge: the same rule, reason and markup as the overview's.
         "verdict": group_page_verdict(detail=detail, liveness=liveness, now_ms=now),
         "snapshot_id": detail.stream.last_generated_id,
-        **_pending_context(page, failures, filters, stream),
+        **_pending_context(
+            page, failures, filters, stream, later_due_of(client, stream, group, page.rows)
+        ),
         # Fleet control: the pause and the workers' heartbeats (one round trip).
         **fleet_context(
             client=client, stream=stream, group=group, consumers=detail.consumers, replies=read.also

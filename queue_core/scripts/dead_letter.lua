@@ -3,6 +3,7 @@
 --
 -- KEYS[1] - the stream
 -- KEYS[2] - its dead-letter stream (same cluster slot, see queue_core.keys)
+-- KEYS[3] - the group's Retry later due times (same slot); the entry's is dropped
 -- ARGV[1] - consumer group
 -- ARGV[2] - entry id
 -- ARGV[3] - reason
@@ -69,4 +70,5 @@ for i, value in ipairs(meta) do
 end
 local dlq_id = redis.call('XADD', KEYS[2], '*', unpack(args))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[2])
 return {dlq_id, owner, deliveries, missing}

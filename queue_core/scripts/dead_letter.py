@@ -39,7 +39,7 @@ class DeadLetterScript(LuaScript[DeadLettered | Refusal]):
         keys = stream_keys(stream)
         args = [group, entry_id, reason, last_error, operator, expected_consumer]
         return self.bind(
-            keys=[keys.stream, keys.dlq],
+            keys=[keys.stream, keys.dlq, keys.later(group)],
             args=[*args, guard(min_idle_ms), *DEAD_LETTER_FIELDS],
             parse=partial(_parse, entry_id=entry_id),
             stream=stream,

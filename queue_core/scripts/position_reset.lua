@@ -23,8 +23,9 @@
 -- ARGV[8] - a heartbeat is live while now - seen_ms <= this (ms) and it has no
 --           stopped_ms (the last heartbeat of a worker that stopped is never live)
 -- ARGV[9] - a consumer without a live heartbeat is live while its idle is below this (ms)
--- ARGV[10], ARGV[11] - Ackboard's own consumer names that no worker reads as (the
---           operator's claims, the retired entries' parking place): never live
+-- ARGV[10], ARGV[11], ARGV[12] - Ackboard's own consumer names that no worker reads as
+--           (the operator's claims, the retired entries' and Retry later's parking
+--           places): never live
 -- returns {1, before_id, before_entries_read|false, after_id, after_entries_read|false,
 --          lag|false} on success,
 --         {false, 'no-group'} when there is no such group,
@@ -61,7 +62,8 @@ local unpausable = {}
 for _, raw in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
   local c = map(raw)
   if not beating[c['name']] and not stopped[c['name']] and c['idle'] < within
-      and c['name'] ~= ARGV[10] and c['name'] ~= ARGV[11] then
+      and c['name'] ~= ARGV[10] and c['name'] ~= ARGV[11]
+      and c['name'] ~= ARGV[12] then
     table.insert(unpausable, c['name'])
     table.insert(live, c['name'])
   end

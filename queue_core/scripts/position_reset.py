@@ -45,7 +45,7 @@ class PositionResetScript(LuaScript[PositionSet | PositionRefusal]):
         now_ms: int,
         stale_ms: int,
         seen_within_ms: int,
-        never_live: tuple[str, str],
+        never_live: tuple[str, str, str],
     ) -> ScriptCall[PositionSet | PositionRefusal]:
         """Refusals: no-group, moved (id), live (names), not-pausable (names)."""
         return self.bind(

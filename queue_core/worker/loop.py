@@ -27,7 +27,7 @@ XACK per completed chunk of handlers (several chunks' ids share one XACK while t
 previous one is in flight), one thread hop per chunk for sync handlers. Reads are issued
 ahead while handlers run, so Redis and Python work overlap. Everything rare (failure
 records, dead-letters, reclaim sweeps) runs on a second, synchronous client in a worker
-thread, reusing ``once.reclaim_stale`` and ``settle.settlements_write``.
+thread, reusing ``sweep.sweep_once`` (``once.reclaim_stale``) and ``settle.settlements_write``.
 
 Fleet control adds no command per entry: a pause check (one GET) every 0.5 s and a
 heartbeat (GET + HSET + PEXPIRE, one pipeline) every ``heartbeat_ms`` (2 s), each a
@@ -67,11 +67,10 @@ from queue_core.worker.lanes import (
     chunk_run_sync,
     handler_is_async,
 )
-from queue_core.worker.once import reclaim_stale
 from queue_core.worker.settle import SettleBatch
 from queue_core.worker.stats import WorkerStats
 from queue_core.worker.stop import StopControl, grace_wait
-from queue_core.worker.sweep import Sweep, counts_restore, deliveries_sort, held_ids
+from queue_core.worker.sweep import Sweep, counts_restore, deliveries_sort, held_ids, sweep_once
 
 log = logging.getLogger("queue_core.worker")
 
@@ -458,7 +457,7 @@ class Worker:
         full = False
         try:
             result = await asyncio.to_thread(
-                reclaim_stale, client=self._client, stream=config.stream, group=config.group,
+                sweep_once, client=self._client, stream=config.stream, group=config.group,
                 consumer=config.consumer, min_idle_ms=config.min_idle_ms, count=count,
                 cursor=self._sweep.cursor, backlog=self._settles.backlog,
             )  # fmt: skip

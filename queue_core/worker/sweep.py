@@ -3,8 +3,11 @@
 Owns telling a sweep's deliveries apart: an entry this worker still has in hand (waiting,
 running, or with its ack or outcome on the way) is not a new delivery, so its count goes
 back to what it was; any other is admitted through the contract (``intake.Intake.admit``).
-The sweep itself is ``once.reclaim_stale``, run by ``loop.Worker`` in a thread. Never acks
-and never runs a handler. Cost: O(held) to list what is held, once per sweep.
+The sweep itself is ``sweep_once``: Retry later's release step for the worker's group
+(``queue_core.later``: parked entries kept parked, due ones handed back), then
+``once.reclaim_stale``, run by ``loop.Worker`` in a thread. Never acks and never runs a
+handler. Cost: O(held) to list what is held, once per sweep; one more round trip when the
+group has nothing parked.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
 
 from queue_core.connection import Client
-from queue_core.jobs import Delivery, Job
+from queue_core.jobs import Delivery, Job, Reclaimed
+from queue_core.later import later_release
 from queue_core.worker.config import WorkerConfig
 from queue_core.worker.inflight import InFlight
 from queue_core.worker.intake import Intake
-from queue_core.worker.once import delivery_counts_restore
+from queue_core.worker.once import delivery_counts_restore, reclaim_stale
 from queue_core.worker.settle import SettleBatch
 from queue_core.worker.wire import AckBatch
 
@@ -36,6 +41,19 @@ class Sweep:
     cursor: str = "0-0"
     next_at: float = 0.0
     task: asyncio.Task[None] | None = None
+
+
+def sweep_once(*, client: Client, stream: str, group: str, **reclaim: Any) -> Reclaimed:
+    """One reclaim sweep: Retry later's release step first, so an entry parked until later
+    is made just-delivered again before this XAUTOCLAIM could take it (every worker of the
+    group does this once per sweep, at least twice per min-idle by default), and a due one
+    is taken by it; then ``reclaim_stale`` with ``reclaim``. A failed release step is
+    logged and the sweep goes on: its entries are reclaimed early at worst, never lost."""
+    try:
+        later_release(client=client, stream=stream, group=group)
+    except redis.ResponseError as exc:
+        log.warning("retry later release of %s %s refused: %s", stream, group, exc)
+    return reclaim_stale(client=client, stream=stream, group=group, **reclaim)
 
 
 def held_ids(flight: InFlight, acks: AckBatch, settles: SettleBatch) -> set[str]:

@@ -40,7 +40,7 @@ from playwright.sync_api import expect
 
 from queue_core.control import Heartbeat, heartbeat_send, pause_set
 from queue_core.keys import stream_keys
-from queue_core.services import entry_dead_letter
+from queue_core.services import LATER_CONSUMER, entry_dead_letter
 from tests.browser.server import LiveServer, caught_up, screenshot, worker_failure
 from tests.waiting import wait_until
 
@@ -265,8 +265,8 @@ def _row_action(shop: Shop, entry_id: str, action: str) -> str:
     return f"/streams/{shop.stream}/groups/billing/entries/{entry_id}/{action}/"
 
 
-#: Rows of the first page far down it (the 45th to 48th of 50), where the issue acted.
-FAR = (44, 45, 46, 47)
+#: Rows of the first page far down it (the 45th to 49th of 50), where the issue acted.
+FAR = (44, 45, 46, 47, 48)
 
 
 def _far(shop: Shop, n: int) -> str:
@@ -278,14 +278,16 @@ def _select(page: Any, *entry_ids: str) -> None:
         _pending_row(page, entry_id).get_by_label(f"Select {entry_id}").check()
 
 
-def _bulk(action: str, label: str, verb: str, **fill: str) -> Button:
+def _bulk(
+    action: str, label: str, verb: str, fill_in: dict[str, str] | None = None, **fill: str
+) -> Button:
     """A bulk bar button on two selected rows far down the page: its dry run, then its
     confirmation (the answer is the card under the bar, and the toast)."""
 
     def press(page: Any, shop: Shop) -> None:
         _select(page, _far(shop, 0), _far(shop, 1))
         bar = page.locator("#bulk-form")
-        for name, value in fill.items():
+        for name, value in {**fill, **(fill_in or {})}.items():
             bar.get_by_label(name).fill(value)
         bar.get_by_role("button", name=label, exact=True).click()
 
@@ -297,6 +299,9 @@ def _bulk(action: str, label: str, verb: str, **fill: str) -> Button:
             row = _pending(r, shop.stream, entry_id)
             if action == "retry":
                 assert row is not None and row["time_since_delivered"] >= 30_000
+            elif action == "retry-later":
+                assert row is not None and row["consumer"] == LATER_CONSUMER.encode()
+                assert r.zscore(stream_keys(shop.stream).later("billing"), entry_id)
             else:
                 assert row is None
         assert r.xlen(shop.dlq) == (6 if action == "dead-letter" else 4)
@@ -323,6 +328,9 @@ def _entry_button(action: str, label: str, message: str, dialog: dict[str, str] 
         row = _pending(r, shop.stream, shop.pending[0])
         if action == "retry":
             assert row is not None and row["time_since_delivered"] >= 30_000
+        elif action == "retry-later":
+            assert row is not None and row["consumer"] == LATER_CONSUMER.encode()
+            assert r.zscore(stream_keys(shop.stream).later("billing"), shop.pending[0])
         elif action == "claim":
             assert row is not None and row["consumer"] == b"debugger"
         else:
@@ -349,6 +357,14 @@ def _retry_changed(r: redis.Redis, shop: Shop) -> None:
     row = _pending(r, shop.stream, _far(shop, 0))
     assert row is not None and row["time_since_delivered"] >= 30_000  # ACKBOARD_RETRY_IDLE_MS
     assert row["consumer"] == b"worker-a"
+
+
+def _retry_later_changed(r: redis.Redis, shop: Shop) -> None:
+    row = _pending(r, shop.stream, _far(shop, 4))
+    assert row is not None and row["consumer"] == LATER_CONSUMER.encode()
+    assert row["times_delivered"] == 1
+    due = r.zscore(stream_keys(shop.stream).later("billing"), _far(shop, 4))
+    assert due is not None and 0 < due - time.time() * 1000 <= 600_000
 
 
 def _claim_changed(r: redis.Redis, shop: Shop) -> None:
@@ -665,8 +681,23 @@ BUTTONS: tuple[Button, ...] = (
         audit="acknowledge",
         audit_ids=lambda shop: [_far(shop, 3)],
     ),
+    Button(
+        name="retry-later",
+        page=_group,
+        steps=(
+            Step(
+                row_button(_pending_far(4), "Retry later", {"or in": "10m"}),
+                lambda s: _row_action(s, _far(s, 4), "retry-later"),
+            ),
+        ),
+        result=lambda page, shop: toast(page, "will be retried in billing at"),
+        changed=_retry_later_changed,
+        audit="retry-later",
+        audit_ids=lambda shop: [_far(shop, 4)],
+    ),
     # --- the group page: the bulk bar ---
     _bulk("retry", "Retry…", "retried"),
+    _bulk("retry-later", "Retry later…", "retried later", {"Retry later in": "30m"}),
     _bulk("dead-letter", "Dead-letter…", "dead-lettered"),
     _bulk("acknowledge", "Acknowledge…", "acknowledged", Reason="duplicates"),
     # --- the group page: fleet control ---
@@ -837,6 +868,7 @@ BUTTONS: tuple[Button, ...] = (
         audit_ids=lambda shop: [shop.pending[0]],
     ),
     _entry_button("retry", "Retry", "will be redelivered", None),
+    _entry_button("retry-later", "Retry later", "will be retried", {"or in": "2h"}),
     _entry_button("claim", "Claim", "claimed by debugger", {"To consumer": "debugger"}),
     _entry_button("dead-letter", "Dead-letter", "moved to the dead-letter stream", {}),
     _entry_button("acknowledge", "Acknowledge", "acknowledged", {"Reason": "duplicate"}),

@@ -69,8 +69,8 @@ class SharedDialogTests:
         page.goto(_group_url(web_server, stream, "g"))
         expect(page.locator("tr[id^=pending-]")).to_have_count(4)
         # One per action, not one per row (the group's own actions have theirs elsewhere).
-        assert page.locator("#row-action-forms dialog").count() == 3
-        for action in ("claim", "dead-letter", "acknowledge"):
+        assert page.locator("#row-action-forms dialog").count() == 4
+        for action in ("claim", "dead-letter", "acknowledge", "retry-later"):
             expect(page.locator(f"dialog#row-dialog-{action}")).to_have_count(1)
 
         # Claim from the third row: the dialog names it and posts what the row showed.
@@ -126,9 +126,10 @@ class SharedDialogTests:
 
         wait_until(shown, timeout=10, interval=0.5, what="the failure index to show the failure")
         expect(row.locator("td.actions-cell")).to_contain_text("already due")
-        # The actions are one menu a row: opened, its last button is Acknowledge.
-        last = row_button(row, "Acknowledge")
-        expect(row.locator("td.actions-cell button").last).to_have_text("Acknowledge")
+        # The actions are one menu a row: opened, its last button is Retry later (the
+        # declared buttons follow the hand-written ones).
+        last = row_button(row, "Retry later")
+        expect(row.locator("td.actions-cell button").last).to_have_text("Retry later")
         screenshot(page, "group-actions-1280")
         # One measurement in the page (a live push may replace the row between two calls).
         left, right = last.evaluate(

@@ -50,6 +50,7 @@ from dashboard.runtime.stop_signals import set_on_signals
 from queue_core.connection import Client, connect
 from queue_core.edited_replays import edited_replays_sweeper
 from queue_core.keys import stream_keys
+from queue_core.later import later_sweeper
 from queue_core.worker import worker_argv
 
 ADMIN_USERNAME = "admin"
@@ -254,6 +255,10 @@ class Command(BaseCommand):
         threading.Thread(
             target=edited_replays_sweeper, args=(lambda: client, started.jobs_stop),
             name="demo-edited-replays", daemon=True,
+        ).start()  # fmt: skip
+        threading.Thread(
+            target=later_sweeper, args=(lambda: client, started.jobs_stop),
+            name="demo-later", daemon=True,
         ).start()  # fmt: skip
         self._wait_until_serving(supervisor, host, port, stop)
         if stop.is_set():

@@ -2,7 +2,9 @@
 
 Runs redrive jobs (``dashboard.redrive.runner``): takes the oldest active job whose
 lease is free (one conditional UPDATE, so two runners never work one job at once),
-replays its dead letters at the job's rate, and takes the next. Any number of runners
+replays its dead letters at the job's rate, and takes the next. Beside them, on threads:
+the edited-replay sweeper and Retry later's (``queue_core.later.later_sweeper``, every
+2 s: parked entries kept parked, due ones handed back to their groups). Any number of runners
 may run; one is enough. SIGTERM or Ctrl-C stops it before its next replay and releases
 its lease, so another runner (or this one restarted) takes the job over at once; after a
 SIGKILL the job waits for the lease to expire (``--lease``, ``ACKBOARD_REDRIVE_LEASE_S``,
@@ -27,6 +29,7 @@ from dashboard.redrive import runner
 from dashboard.runtime.connection import get_redis
 from dashboard.runtime.stop_signals import set_on_signals
 from queue_core.edited_replays import edited_replays_sweeper
+from queue_core.later import later_sweeper
 
 
 class Command(BaseCommand):
@@ -64,6 +67,9 @@ class Command(BaseCommand):
             target=edited_replays_sweeper, args=(get_redis, stopping), daemon=True
         )
         sweeper.start()
+        # Retry later: keep parked entries parked, hand back the due ones, for queues
+        # whose workers are not queue_core's (its worker does this in its own sweeps).
+        threading.Thread(target=later_sweeper, args=(get_redis, stopping), daemon=True).start()
         runner.run_loop(
             get_redis, owner=owner, stopping=stopping, poll_s=poll, lease=lease,
             once=options["once"],

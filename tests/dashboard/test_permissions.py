@@ -154,8 +154,9 @@ class RoleGroupsTests:
             "trim_stream",
             # 0009_redrive_job
             "redrive_dead_letters",
-            # dashboard.access.grants, from the action table (Produce, Duplicate)
+            # dashboard.access.grants, from the action table (Produce and Duplicate, Retry later)
             "produce_entries",
+            "retry_later_entry",
         }
 
     def test_operator_group_member_may_act_and_reader_may_not(
